@@ -1,0 +1,1 @@
+"""Env actors: step MuJoCo envs on CPUs, push transitions to the learner, follow its weights."""

@@ -1,0 +1,174 @@
+"""The actor's side of the wire: handshake, a windowed push stream, and a weights watcher.
+
+Nothing is dropped: a batch stays in `pending` until the learner acknowledges it; if the stream
+breaks, the client reconnects with exponential backoff and sends every unacknowledged batch
+again. `push` blocks while `window` batches are unacknowledged, which bounds memory.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import random
+import threading
+import time
+
+import grpc
+
+from proto import codec
+from proto import herd_pb2 as pb
+from proto import herd_pb2_grpc as pb_grpc
+
+log = logging.getLogger("herd.actor")
+_CLOSE = object()
+
+
+class LearnerClient:
+    def __init__(self, address: str, actor_id: str, spec: pb.EnvSpec, *, token: str | None = None,
+                 window: int = 4, backoff=(0.2, 5.0), max_message_mb: int = 64, on_weights=None):
+        self.address, self.actor_id, self.spec = address, actor_id, spec
+        self.window, self.backoff = window, backoff
+        self.on_weights = on_weights
+        self._metadata = ((codec.TOKEN_HEADER, token),) if token else ()
+        limit = max_message_mb * 1024 * 1024
+        self._channel = grpc.insecure_channel(address, options=[
+            ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)])
+        self._stub = pb_grpc.LearnerStub(self._channel)
+        self._lock = threading.Condition()
+        self._pending: collections.OrderedDict[int, pb.TransitionBatch] = collections.OrderedDict()
+        self._sent_at: dict[int, float] = {}
+        self._outbox: queue.Queue | None = None
+        self._seq = 0
+        self._session = 0
+        self.learner_id = ""
+        self.policy_version = 0
+        self.stats = collections.Counter()
+        self.push_latency_s = 0.0
+        self.reconnects = 0
+        self._closed = threading.Event()
+        self._connected = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._push_loop, daemon=True, name="herd-push"),
+            threading.Thread(target=self._watch_loop, daemon=True, name="herd-weights"),
+        ]
+        for t in self._threads:
+            t.start()
+
+    # ---- stepping thread ----
+    def push(self, arrays: dict, policy_version: int) -> None:
+        """Queue one batch; blocks while the window is full. Never drops."""
+        with self._lock:
+            self._lock.wait_for(lambda: len(self._pending) < self.window or self._closed.is_set())
+            if self._closed.is_set():
+                raise RuntimeError("client closed")
+            self._seq += 1
+            batch = codec.pack_batch(arrays, session_id=self._session, actor_id=self.actor_id,
+                                     seq=self._seq, policy_version=policy_version)
+            self._pending[self._seq] = batch
+            self._sent_at[self._seq] = time.monotonic()
+            self.stats["sent"] += batch.count
+            self.stats["bytes_sent"] += batch.ByteSize()
+            if self._outbox is not None:
+                self._outbox.put(batch)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every pushed batch is acknowledged."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._pending, timeout)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            self._lock.notify_all()
+            if self._outbox is not None:
+                self._outbox.put(_CLOSE)
+        self._channel.close()
+
+    # ---- background threads ----
+    def _handshake(self) -> None:
+        reply = self._stub.Handshake(
+            pb.HandshakeRequest(actor_id=self.actor_id, spec=self.spec),
+            metadata=self._metadata, timeout=10)
+        if self.learner_id and reply.learner_id != self.learner_id:
+            log.warning("learner restarted (%s -> %s)", self.learner_id, reply.learner_id)
+            self.policy_version = 0  # the new learner's versions may start lower
+        self.learner_id = reply.learner_id
+        self._session = reply.session_id
+
+    def _requests(self, outbox: queue.Queue):
+        while True:
+            item = outbox.get()
+            if item is _CLOSE:
+                return
+            yield item
+
+    def _push_loop(self) -> None:
+        delay = self.backoff[0]
+        while not self._closed.is_set():
+            try:
+                self._handshake()
+                outbox: queue.Queue = queue.Queue()
+                with self._lock:  # resend, stamped with the new session, what was never acked
+                    for seq, batch in self._pending.items():
+                        batch.session_id = self._session
+                        outbox.put(batch)
+                    self._outbox = outbox
+                self._connected.set()
+                delay = self.backoff[0]
+                for ack in self._stub.PushTransitions(self._requests(outbox), metadata=self._metadata):
+                    self._on_ack(ack)
+            except grpc.RpcError as e:
+                if self._closed.is_set():
+                    return
+                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION):
+                    log.error("learner refused this actor: %s", e.details())
+                else:
+                    log.info("learner at %s unreachable (%s); retrying in %.1fs",
+                             self.address, e.code().name, delay)
+            finally:
+                self._connected.clear()
+                with self._lock:
+                    if self._outbox is not None:
+                        self._outbox.put(_CLOSE)
+                    self._outbox = None
+            self.reconnects += 1
+            self._closed.wait(delay * (0.5 + random.random()))
+            delay = min(delay * 2, self.backoff[1])
+
+    def _on_ack(self, ack: pb.PushAck) -> None:
+        with self._lock:
+            batch = self._pending.pop(ack.seq, None)
+            sent = self._sent_at.pop(ack.seq, None)
+            if batch is None:
+                return
+            if ack.code == 0:
+                self.stats["acked"] += ack.accepted
+            else:
+                self.stats["rejected"] += batch.count
+                self.stats["rejected_batches"] += 1
+                log.error("learner rejected batch %d: %s", ack.seq, ack.message)
+            if sent is not None:
+                self.push_latency_s = 0.9 * self.push_latency_s + 0.1 * (time.monotonic() - sent)
+            self._lock.notify_all()
+
+    def _watch_loop(self) -> None:
+        delay = self.backoff[0]
+        while not self._closed.is_set():
+            try:
+                if not self._connected.wait(timeout=0.5):
+                    continue
+                stream = self._stub.WatchWeights(
+                    pb.WatchRequest(actor_id=self.actor_id, have_version=self.policy_version),
+                    metadata=self._metadata)
+                for weights in stream:
+                    delay = self.backoff[0]
+                    if weights.version > self.policy_version or self.on_weights is None:
+                        if self.on_weights is not None:
+                            self.on_weights(weights)
+                        self.policy_version = weights.version
+            except grpc.RpcError:
+                if self._closed.is_set():
+                    return
+            self._closed.wait(delay * (0.5 + random.random()))
+            delay = min(delay * 2, self.backoff[1])

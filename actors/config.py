@@ -1,0 +1,44 @@
+"""Settings of the environment and of the env actors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EnvConfig(BaseModel):
+    """Which environment to run: any gymnasium id, or a name registered with ray.tune."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    """gymnasium id (e.g. Humanoid-v5) or a name given to ray.tune.registry.register_env."""
+    kwargs: dict[str, Any] = {}
+    """Keyword arguments for gymnasium.make, or the env_config dict for a Ray env creator."""
+    module: str | None = None
+    """Module imported first in every process, e.g. one that calls register_env."""
+
+
+class ActorConfig(BaseModel):
+    """How each EnvActor steps and pushes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_actors: int = Field(2, ge=0)
+    """EnvActor processes at start (change live with `herd scale`)."""
+    num_envs: int = Field(4, ge=1)
+    """Environments per actor, stepped as one batch through the policy."""
+    steps_per_push: int = Field(16, ge=1)
+    """Vector steps per TransitionBatch: a batch holds steps_per_push * num_envs rows."""
+    warmup_steps: int = Field(1_000, ge=0)
+    """Env steps per actor with uniform random actions before the policy takes over."""
+    window: int = Field(4, ge=1)
+    """Unacknowledged batches in flight; a full window blocks stepping (backpressure)."""
+    num_cpus: float = Field(1.0, gt=0)
+    """Ray CPUs reserved per actor."""
+    max_restarts: int = -1
+    """Ray restarts of a dead actor (-1: always)."""
+    reconnect_initial_s: float = Field(0.2, gt=0)
+    reconnect_max_s: float = Field(5.0, gt=0)
+    seed: int = 0

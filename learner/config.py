@@ -1,0 +1,70 @@
+"""Learner settings: one frozen model, every field documented."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LearnerConfig(BaseModel):
+    """How the learner stores transitions, learns from them and serves actors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    """'auto' takes CUDA when present, else the CPU; 'cuda' fails clearly without a GPU."""
+    buffer_capacity: int = Field(1_000_000, ge=1_000)
+    """Replay ring rows, preallocated on the learner's device."""
+    buffer_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Storage dtype of observations in the ring (halves memory at 16 bits)."""
+    batch_size: int = Field(256, ge=2)
+    """Transitions sampled per update."""
+    replay_ratio: float | None = Field(0.25, gt=0)
+    """Updates per inserted transition (Reverb-style limiter); null: no limit either way."""
+    ratio_tolerance: int = Field(2_000, ge=0)
+    """How many updates learner and actors may drift from the ratio before one side waits."""
+    min_replay_size: int = Field(5_000, ge=1)
+    """No update before the ring holds this many transitions."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Hidden layers of the actor and both critics."""
+    gamma: float = Field(0.99, gt=0, le=1)
+    tau: float = Field(0.005, gt=0, le=1)
+    """Polyak step of the target critics."""
+    actor_lr: float = Field(3e-4, gt=0)
+    critic_lr: float = Field(3e-4, gt=0)
+    alpha_lr: float = Field(3e-4, gt=0)
+    init_alpha: float = Field(1.0, gt=0)
+    target_entropy: float | None = None
+    """Temperature target; null means -action_dim."""
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+    amp: Literal["off", "bf16", "fp16", "auto"] = "auto"
+    """Autocast on CUDA: 'auto' is bf16 where supported. Always off on the CPU."""
+    cuda_graph: bool = True
+    """Capture the whole update as one CUDA graph (CUDA only)."""
+    compile: bool = False
+    """torch.compile the update before capture (CUDA only)."""
+    tf32: bool = True
+    """Allow TF32 matmuls on CUDA."""
+    updates_per_call: int = Field(1, ge=1)
+    """Updates replayed per training-loop iteration (inside one graph on CUDA)."""
+    publish_every_s: float = Field(0.5, gt=0)
+    """Seconds between weight publications to the actors."""
+    host: str = "127.0.0.1"
+    """gRPC bind address. Anything but loopback requires a token."""
+    port: int = Field(0, ge=0, le=65535)
+    """gRPC port; 0 picks a free one."""
+    advertise_host: str | None = None
+    """Address actors dial; default: host, or the node's IP when host is 0.0.0.0."""
+    token: str | None = None
+    """Shared secret actors send as metadata; required when binding beyond loopback."""
+    max_batch: int = Field(4_096, ge=1)
+    """Most transitions one TransitionBatch may carry."""
+    max_message_mb: int = Field(64, ge=1)
+    """gRPC receive limit."""
+    staging_batches: int = Field(64, ge=1)
+    """Accepted batches waiting for the ring; when full, acks stall (backpressure)."""
+    num_threads: int = Field(1, ge=1)
+    """torch CPU threads for the learner process."""
+    seed: int = 0

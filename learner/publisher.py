@@ -1,0 +1,44 @@
+"""Versioned policy weights, handed to every WatchWeights stream as versions advance."""
+
+from __future__ import annotations
+
+import threading
+
+from proto import herd_pb2 as pb
+
+
+class WeightPublisher:
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._latest: pb.PolicyWeights | None = None
+        self._closed = False
+
+    @property
+    def version(self) -> int:
+        latest = self._latest
+        return latest.version if latest is not None else 0
+
+    def publish(self, weights: pb.PolicyWeights) -> None:
+        with self._cond:
+            self._latest = weights
+            self._cond.notify_all()
+
+    def wait_newer(self, have_version: int, timeout: float) -> pb.PolicyWeights | None:
+        """The latest weights if newer than `have_version`, waiting up to `timeout` seconds."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: self._closed
+                or (self._latest is not None and self._latest.version > have_version),
+                timeout,
+            )
+            latest = self._latest
+        return latest if latest is not None and latest.version > have_version else None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -1,0 +1,268 @@
+"""The learner process: gRPC ingest -> staging -> replay ring -> SAC updates -> weights out.
+
+`Learner` is a plain class; the job driver runs it as a Ray actor (num_gpus=1 on a GPU box).
+One training thread is the only writer of the replay buffer and the only caller of the update.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from learner.config import LearnerConfig
+from learner.publisher import WeightPublisher
+from learner.replay import ReplayBuffer
+from learner.sac import LOSS_NAMES, SAC
+from learner.server import LearnerServicer, start_server
+from proto import codec
+from proto import herd_pb2 as pb
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "learner.device is 'cuda' but this process sees no GPU "
+            "(is the learner on a GPU node, and is torch a CUDA build?); "
+            "use device: auto to fall back to the CPU"
+        )
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+class Learner:
+    """Owns the replay ring, the SAC state, the gRPC server and the weight publisher."""
+
+    def __init__(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None = None):
+        self.cfg = cfg
+        self.spec = spec
+        self.learner_id = uuid.uuid4().hex[:12]
+        self.device = pick_device(cfg.device)
+        torch.set_num_threads(cfg.num_threads)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
+            torch.backends.cudnn.allow_tf32 = cfg.tf32
+        obs_dim = int(np.prod(spec.obs_shape))
+        action_dim = int(np.prod(spec.action_shape))
+        self.buffer = ReplayBuffer(
+            cfg.buffer_capacity, tuple(spec.obs_shape), action_dim, self.device,
+            TORCH_DTYPES[cfg.buffer_dtype],
+        )
+        self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
+        self.updates = 0
+        self.received = 0
+        self.rejected = 0
+        self.bytes_received = 0
+        self._lags: collections.deque[int] = collections.deque(maxlen=256)
+        self._losses = torch.zeros(len(LOSS_NAMES))
+        self._rates = (0.0, 0.0)
+        self._count_lock = threading.Lock()
+        self._staging: queue.Queue = queue.Queue(maxsize=cfg.staging_batches)
+        self._model_lock = threading.Lock()
+        self._base_version = 0
+        if checkpoint:
+            self.restore(checkpoint)
+        self.publisher = WeightPublisher()
+        self._publish()
+        self._step = self._make_step()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self.servicer = LearnerServicer(self, cfg.max_batch)
+        self.server, self.port = start_server(
+            self.servicer, cfg.host, cfg.port, cfg.token, cfg.max_message_mb
+        )
+        self._thread = threading.Thread(target=self._train_loop, name="herd-train", daemon=True)
+        self._thread.start()
+
+    # ---- what the gRPC server calls (any thread) ----
+    def stage(self, actor_id, arrays, policy_version, nbytes) -> bool:
+        try:
+            self._staging.put((arrays, policy_version), timeout=0.2)
+        except queue.Full:
+            return False
+        with self._count_lock:
+            self.received += len(arrays["reward"])
+            self.bytes_received += nbytes
+            self._lags.append(self.publisher.version - policy_version)
+        return True
+
+    def count_reject(self) -> None:
+        with self._count_lock:
+            self.rejected += 1
+
+    # ---- the training thread: sole writer of the ring, sole caller of the update ----
+    def _make_step(self):
+        k = self.cfg.updates_per_call
+
+        def step():
+            out = None
+            for _ in range(k):
+                out = self.sac.update(self.buffer)
+            return out
+
+        return step
+
+    def _limits(self) -> tuple[bool, bool]:
+        """(may insert, may update) under the replay-ratio limiter."""
+        cfg, buf = self.cfg, self.buffer
+        warm = buf.size >= cfg.min_replay_size
+        if cfg.replay_ratio is None:
+            return True, warm
+        allowed = cfg.replay_ratio * max(0, buf.inserted - cfg.min_replay_size)
+        may_insert = not warm or allowed - self.updates < cfg.ratio_tolerance
+        may_update = warm and self.updates < allowed + cfg.ratio_tolerance
+        return may_insert, may_update
+
+    def _insert_pending(self, block: bool) -> None:
+        taken = []
+        try:
+            taken.append(self._staging.get(timeout=0.05) if block else self._staging.get_nowait())
+            while len(taken) < 64:
+                taken.append(self._staging.get_nowait())
+        except queue.Empty:
+            pass
+        if not taken:
+            return
+        rows = {
+            name: torch.from_numpy(np.concatenate([a[name] for a, _ in taken]))
+            for name in codec.TRANSITION_FIELDS
+        }
+        rows["terminated"] = rows["terminated"].float()
+        with self._model_lock:
+            self.buffer.extend({k: v.to(self.device, non_blocking=True) for k, v in rows.items()})
+
+    def _train_loop(self) -> None:
+        last_pub = last_rate = time.monotonic()
+        rate_base = (self.updates, self.buffer.inserted)
+        try:
+            while not self._stop.is_set():
+                may_insert, may_update = self._limits()
+                if may_insert:
+                    self._insert_pending(block=not may_update)
+                if may_update:
+                    with self._model_lock:
+                        losses = self._step()
+                        self.updates += self.cfg.updates_per_call
+                    if self.updates % 50 < self.cfg.updates_per_call:
+                        self._losses = losses.float().cpu()
+                now = time.monotonic()
+                if now - last_pub >= self.cfg.publish_every_s and self.updates:
+                    self._publish()
+                    last_pub = now
+                if now - last_rate >= 1.0:
+                    du, di = self.updates - rate_base[0], self.buffer.inserted - rate_base[1]
+                    self._rates = (du / (now - last_rate), di / (now - last_rate))
+                    rate_base, last_rate = (self.updates, self.buffer.inserted), now
+                if not may_insert and not may_update:
+                    time.sleep(0.001)
+        except BaseException as e:  # surfaced through status() and stop()
+            self._error = e
+            raise
+
+    def _publish(self) -> None:
+        version = max(self.publisher.version, self._base_version) + 1
+        weights = codec.pack_weights(
+            self.sac.actor.wire_tensors(), version, self.cfg.log_std_min, self.cfg.log_std_max
+        )
+        self.publisher.publish(weights)
+
+    # ---- control plane (the driver, via Ray) ----
+    def address(self) -> str:
+        host = self.cfg.advertise_host or self.cfg.host
+        if host in ("0.0.0.0", "::"):
+            import ray
+
+            host = ray.util.get_node_ip_address()
+        return f"{host}:{self.port}"
+
+    def status_dict(self) -> dict:
+        """Counters, rates, losses and memory; the fields of proto LearnerStatus."""
+        if self._error is not None:
+            raise RuntimeError(f"learner training thread failed: {self._error!r}")
+        mem = (0, 0)
+        if self.device.type == "cuda":
+            mem = (torch.cuda.memory_allocated(self.device), torch.cuda.memory_reserved(self.device))
+        with self._count_lock:
+            lags = list(self._lags)
+            received, rejected, nbytes = self.received, self.rejected, self.bytes_received
+        return dict(
+            learner_id=self.learner_id,
+            policy_version=self.publisher.version,
+            updates=self.updates,
+            received=received,
+            inserted=self.buffer.inserted,
+            rejected_batches=rejected,
+            replay_size=self.buffer.size,
+            replay_capacity=self.buffer.capacity,
+            updates_per_s=self._rates[0],
+            inserts_per_s=self._rates[1],
+            mean_policy_lag=float(np.mean(lags)) if lags else 0.0,
+            bytes_received=nbytes,
+            gpu_mem_allocated=mem[0],
+            gpu_mem_reserved=mem[1],
+            device=str(self.device),
+            losses=dict(zip(LOSS_NAMES, self._losses.tolist())),
+        )
+
+    def status(self) -> pb.LearnerStatus:
+        return pb.LearnerStatus(**self.status_dict())
+
+    def weights(self) -> pb.PolicyWeights:
+        return self.publisher.wait_newer(0, timeout=0)
+
+    def save(self, path: str, save_replay: bool = False) -> str:
+        """Atomic checkpoint: model.pt (+ replay.pt) written under temporary names, then renamed."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        with self._model_lock:  # a consistent snapshot between two updates
+            state = self._snapshot()
+            if save_replay:
+                self.buffer.save(out / "replay.pt")
+        tmp = out / "model.pt.tmp"
+        torch.save(state, tmp)
+        os.replace(tmp, out / "model.pt")
+        return str(out)
+
+    def _snapshot(self) -> dict:
+        return {
+            "sac": self.sac.state_dict(),
+            "updates": self.updates,
+            "received": self.received,
+            "inserted": self.buffer.inserted,
+            "policy_version": self.publisher.version,
+            "config": self.cfg.model_dump(),
+        }
+
+    def restore(self, path: str) -> None:
+        p = Path(path)
+        state = torch.load(p / "model.pt", map_location=self.device, weights_only=False)
+        self.sac.load_state_dict(state["sac"])
+        self.updates = int(state["updates"])
+        self.received = int(state["received"])
+        self._base_version = int(state["policy_version"])
+        if (p / "replay.pt").exists():
+            self.buffer.load(p / "replay.pt")
+
+    def ping(self) -> str:
+        return self.learner_id
+
+    def stop(self) -> dict:
+        """Stop serving and training; what was accepted is inserted before returning."""
+        self.servicer.stopping.set()
+        self.server.stop(grace=1.0).wait()
+        self._stop.set()
+        self.publisher.close()
+        self._thread.join(timeout=30)
+        while not self._staging.empty():
+            self._insert_pending(block=False)
+        return self.status_dict()

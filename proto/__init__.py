@@ -1,0 +1,1 @@
+"""Herd's wire contract: the generated gRPC stubs of herd.proto and the array codec."""

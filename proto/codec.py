@@ -1,0 +1,111 @@
+"""Packing numpy arrays into herd.proto messages and back.
+
+The one piece of code actors/ and learner/ share besides the generated stubs: both sides must
+agree byte for byte, so it lives with the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from proto import herd_pb2 as pb
+
+TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+REWARD_DTYPE = np.dtype("<f4")
+TERMINATED_DTYPE = np.dtype("u1")
+TOKEN_HEADER = "x-herd-token"
+
+
+def wire_dtype(name: str) -> np.dtype:
+    """The little-endian numpy dtype for a dtype name from an EnvSpec."""
+    return np.dtype(name).newbyteorder("<")
+
+
+def spec_to_proto(
+    env_id: str, obs_shape, obs_dtype, action_shape, action_low, action_high
+) -> pb.EnvSpec:
+    return pb.EnvSpec(
+        env_id=env_id,
+        obs_shape=list(obs_shape),
+        obs_dtype=np.dtype(obs_dtype).name,
+        action_shape=list(action_shape),
+        action_dtype="float32",
+        action_low=np.asarray(action_low, np.float32).ravel().tolist(),
+        action_high=np.asarray(action_high, np.float32).ravel().tolist(),
+    )
+
+
+def pack_batch(
+    arrays: Mapping[str, np.ndarray],
+    *,
+    session_id: int,
+    actor_id: str,
+    seq: int,
+    policy_version: int,
+    obs_dtype: str = "float32",
+) -> pb.TransitionBatch:
+    """One TransitionBatch from row-aligned arrays (obs, action, reward, next_obs, terminated)."""
+    obs_dt = wire_dtype(obs_dtype)
+    count = len(arrays["reward"])
+    return pb.TransitionBatch(
+        session_id=session_id,
+        actor_id=actor_id,
+        seq=seq,
+        policy_version=policy_version,
+        count=count,
+        obs=np.ascontiguousarray(arrays["obs"], obs_dt).tobytes(),
+        action=np.ascontiguousarray(arrays["action"], "<f4").tobytes(),
+        reward=np.ascontiguousarray(arrays["reward"], REWARD_DTYPE).tobytes(),
+        next_obs=np.ascontiguousarray(arrays["next_obs"], obs_dt).tobytes(),
+        terminated=np.ascontiguousarray(arrays["terminated"], TERMINATED_DTYPE).tobytes(),
+    )
+
+
+def field_layout(spec: pb.EnvSpec) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """dtype and per-row shape of every TransitionBatch field under `spec`."""
+    obs = (wire_dtype(spec.obs_dtype), tuple(spec.obs_shape))
+    return {
+        "obs": obs,
+        "action": (wire_dtype(spec.action_dtype), tuple(spec.action_shape)),
+        "reward": (REWARD_DTYPE, ()),
+        "next_obs": obs,
+        "terminated": (TERMINATED_DTYPE, ()),
+    }
+
+
+def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.ndarray]:
+    """Zero-copy views of a batch's fields. Raises ValueError when a byte length is wrong."""
+    out = {}
+    for name, (dtype, shape) in field_layout(spec).items():
+        raw = getattr(batch, name)
+        row = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if len(raw) != batch.count * row:
+            raise ValueError(
+                f"field '{name}' has {len(raw)} bytes; {batch.count} rows of shape {shape} "
+                f"{dtype.name} need {batch.count * row}"
+            )
+        out[name] = np.frombuffer(raw, dtype).reshape((batch.count, *shape))
+    return out
+
+
+def pack_weights(
+    tensors: Mapping[str, np.ndarray], version: int, log_std_min: float, log_std_max: float
+) -> pb.PolicyWeights:
+    return pb.PolicyWeights(
+        version=version,
+        tensors=[
+            pb.Tensor(name=k, shape=list(v.shape), data=np.ascontiguousarray(v, "<f4").tobytes())
+            for k, v in tensors.items()
+        ],
+        log_std_min=log_std_min,
+        log_std_max=log_std_max,
+    )
+
+
+def unpack_weights(msg: pb.PolicyWeights) -> list[tuple[str, np.ndarray]]:
+    """(name, array) pairs in layer order."""
+    return [
+        (t.name, np.frombuffer(t.data, "<f4").reshape(tuple(t.shape))) for t in msg.tensors
+    ]

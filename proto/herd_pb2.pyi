@@ -1,0 +1,160 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EnvSpec(_message.Message):
+    __slots__ = ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype", "action_low", "action_high")
+    ENV_ID_FIELD_NUMBER: _ClassVar[int]
+    OBS_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    OBS_DTYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_DTYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_LOW_FIELD_NUMBER: _ClassVar[int]
+    ACTION_HIGH_FIELD_NUMBER: _ClassVar[int]
+    env_id: str
+    obs_shape: _containers.RepeatedScalarFieldContainer[int]
+    obs_dtype: str
+    action_shape: _containers.RepeatedScalarFieldContainer[int]
+    action_dtype: str
+    action_low: _containers.RepeatedScalarFieldContainer[float]
+    action_high: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, env_id: _Optional[str] = ..., obs_shape: _Optional[_Iterable[int]] = ..., obs_dtype: _Optional[str] = ..., action_shape: _Optional[_Iterable[int]] = ..., action_dtype: _Optional[str] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class HandshakeRequest(_message.Message):
+    __slots__ = ("actor_id", "spec")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    spec: EnvSpec
+    def __init__(self, actor_id: _Optional[str] = ..., spec: _Optional[_Union[EnvSpec, _Mapping]] = ...) -> None: ...
+
+class HandshakeReply(_message.Message):
+    __slots__ = ("session_id", "policy_version", "max_batch", "learner_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: int
+    policy_version: int
+    max_batch: int
+    learner_id: str
+    def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ...) -> None: ...
+
+class TransitionBatch(_message.Message):
+    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    OBS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OBS_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    session_id: int
+    actor_id: str
+    seq: int
+    policy_version: int
+    count: int
+    obs: bytes
+    action: bytes
+    reward: bytes
+    next_obs: bytes
+    terminated: bytes
+    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ...) -> None: ...
+
+class PushAck(_message.Message):
+    __slots__ = ("seq", "code", "message", "accepted", "received_total")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    code: int
+    message: str
+    accepted: int
+    received_total: int
+    def __init__(self, seq: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., accepted: _Optional[int] = ..., received_total: _Optional[int] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("actor_id", "have_version")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    HAVE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    have_version: int
+    def __init__(self, actor_id: _Optional[str] = ..., have_version: _Optional[int] = ...) -> None: ...
+
+class Tensor(_message.Message):
+    __slots__ = ("name", "shape", "data")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    data: bytes
+    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class PolicyWeights(_message.Message):
+    __slots__ = ("version", "tensors", "log_std_min", "log_std_max")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    LOG_STD_MIN_FIELD_NUMBER: _ClassVar[int]
+    LOG_STD_MAX_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    tensors: _containers.RepeatedCompositeFieldContainer[Tensor]
+    log_std_min: float
+    log_std_max: float
+    def __init__(self, version: _Optional[int] = ..., tensors: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., log_std_min: _Optional[float] = ..., log_std_max: _Optional[float] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LearnerStatus(_message.Message):
+    __slots__ = ("learner_id", "policy_version", "updates", "received", "inserted", "rejected_batches", "replay_size", "replay_capacity", "updates_per_s", "inserts_per_s", "mean_policy_lag", "bytes_received", "gpu_mem_allocated", "gpu_mem_reserved", "device", "losses")
+    class LossesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    LEARNER_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    INSERTED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INSERTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    MEAN_POLICY_LAG_FIELD_NUMBER: _ClassVar[int]
+    BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_RESERVED_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    learner_id: str
+    policy_version: int
+    updates: int
+    received: int
+    inserted: int
+    rejected_batches: int
+    replay_size: int
+    replay_capacity: int
+    updates_per_s: float
+    inserts_per_s: float
+    mean_policy_lag: float
+    bytes_received: int
+    gpu_mem_allocated: int
+    gpu_mem_reserved: int
+    device: str
+    losses: _containers.ScalarMap[str, float]
+    def __init__(self, learner_id: _Optional[str] = ..., policy_version: _Optional[int] = ..., updates: _Optional[int] = ..., received: _Optional[int] = ..., inserted: _Optional[int] = ..., rejected_batches: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_capacity: _Optional[int] = ..., updates_per_s: _Optional[float] = ..., inserts_per_s: _Optional[float] = ..., mean_policy_lag: _Optional[float] = ..., bytes_received: _Optional[int] = ..., gpu_mem_allocated: _Optional[int] = ..., gpu_mem_reserved: _Optional[int] = ..., device: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ...) -> None: ...
