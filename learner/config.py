@@ -65,6 +65,8 @@ class LearnerConfig(BaseModel):
     """gRPC receive limit."""
     staging_batches: int = Field(64, ge=1)
     """Accepted batches waiting for the ring; when full, acks stall (backpressure)."""
+    num_cpus: float = Field(1.0, ge=0)
+    """Ray CPUs reserved for the learner actor."""
     num_threads: int = Field(1, ge=1)
     """torch CPU threads for the learner process."""
     seed: int = 0

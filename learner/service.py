@@ -102,15 +102,17 @@ class Learner:
 
     # ---- the training thread: sole writer of the ring, sole caller of the update ----
     def _make_step(self):
-        k = self.cfg.updates_per_call
+        """The update callable: one CUDA graph of updates_per_call updates on CUDA, else a loop.
 
-        def step():
-            out = None
-            for _ in range(k):
-                out = self.sac.update(self.buffer)
-            return out
+        Capture is lazy (first call, on this training thread), after the ring holds rows.
+        """
+        from learner.graphed import COMPILE_MODE, GraphedUpdate, configure_backends
 
-        return step
+        configure_backends(self.device, self.cfg.tf32)
+        compile_mode = COMPILE_MODE if self.cfg.compile else None
+        if self.device.type != "cuda":
+            compile_mode = None  # the CPU path stays eager
+        return GraphedUpdate(self.sac, self.buffer, self.cfg.updates_per_call, compile_mode=compile_mode)
 
     def _limits(self) -> tuple[bool, bool]:
         """(may insert, may update) under the replay-ratio limiter."""
@@ -124,6 +126,7 @@ class Learner:
         return may_insert, may_update
 
     def _insert_pending(self, block: bool) -> None:
+        """Staged batches -> pinned rows -> ring, on the ingest stream (learner/ingest_stream)."""
         taken = []
         try:
             taken.append(self._staging.get(timeout=0.05) if block else self._staging.get_nowait())
@@ -133,13 +136,13 @@ class Learner:
             pass
         if not taken:
             return
-        rows = {
-            name: torch.from_numpy(np.concatenate([a[name] for a, _ in taken]))
-            for name in codec.TRANSITION_FIELDS
-        }
-        rows["terminated"] = rows["terminated"].float()
+        writer = getattr(self, "_ring_writer", None)
+        if writer is None:
+            from learner.ingest_stream import RingWriter
+
+            writer = self._ring_writer = RingWriter(self.buffer, chunk_rows=2 * self.cfg.max_batch)
         with self._model_lock:
-            self.buffer.extend({k: v.to(self.device, non_blocking=True) for k, v in rows.items()})
+            writer.write([arrays for arrays, _ in taken])
 
     def _train_loop(self) -> None:
         last_pub = last_rate = time.monotonic()

@@ -1,0 +1,54 @@
+# Herd: `make demo` runs the demo job on a local cluster; `make test` runs the test suite.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HERD := $(BIN)/herd
+CONFIG ?= configs/demo.yaml
+JOB ?=
+ACTORS ?= 2
+
+.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed ## venv + pinned installs (idempotent)
+
+cluster-up: setup ## local Ray head, dashboard on 127.0.0.1:8265
+	$(HERD) up
+
+cluster-down: setup
+	$(HERD) down
+
+train: cluster-up ## submit CONFIG as a Ray job and follow it
+	$(HERD) submit $(CONFIG) --follow
+
+status: setup ## make status JOB=<job id>
+	$(HERD) status $(JOB)
+
+scale: setup ## make scale JOB=<job id> ACTORS=N
+	$(HERD) scale $(JOB) --actors $(ACTORS)
+
+stop: setup
+	$(HERD) stop $(JOB)
+
+demo: cluster-up ## the demo job: InvertedPendulum-v5 to a return of 900 on 2 CPU cores
+	$(HERD) submit configs/demo.yaml --follow
+
+test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU)
+	$(BIN)/python -m pytest -q -ra
+
+soak: setup ## bounded fault-injection soak run
+	$(BIN)/python -m pytest -q -m soak
+
+proto: setup ## regenerate the gRPC stubs from proto/herd.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. proto/herd.proto
+
+lint: setup
+	$(BIN)/ruff check cluster learner actors proto tests bench
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,1 @@
+"""Herd's control plane: configs, the `herd` CLI, the job driver and the per-job controller."""

@@ -1,0 +1,50 @@
+"""Bringing a local Ray head up and down (the `herd up` / `herd down` commands)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
+
+
+def ray_bin() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "ray")
+    return here if os.path.exists(here) else (shutil.which("ray") or "ray")
+
+
+def dashboard_up(url: str = DEFAULT_DASHBOARD, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/version", timeout=timeout) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None,
+       host: str = "127.0.0.1", metrics_port: int = 8080, wait_s: float = 120) -> str:
+    """Start a Ray head with its dashboard on host:dashboard_port; no-op if already up."""
+    url = f"http://{host}:{dashboard_port}"
+    if dashboard_up(url):
+        return url
+    cmd = [ray_bin(), "start", "--head", f"--port={port}", f"--node-ip-address={host}",
+           "--include-dashboard=true", f"--dashboard-host={host}",
+           f"--dashboard-port={dashboard_port}", f"--metrics-export-port={metrics_port}",
+           "--disable-usage-stats"]
+    if num_cpus is not None:
+        cmd.append(f"--num-cpus={num_cpus}")
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + wait_s
+    while not dashboard_up(url):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Ray started but its dashboard did not answer at {url}")
+        time.sleep(1)
+    return url
+
+
+def down() -> None:
+    subprocess.run([ray_bin(), "stop", "--force"], check=False, stdout=subprocess.DEVNULL)

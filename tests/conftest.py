@@ -1,0 +1,87 @@
+"""Shared fixtures: a real MuJoCo env spec, an in-process learner, a real local Ray cluster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from actors.config import EnvConfig  # noqa: E402
+from actors.envs import describe, make_env  # noqa: E402
+from proto import codec  # noqa: E402
+
+ENV_ID = "InvertedPendulum-v5"
+
+
+@pytest.fixture(scope="session")
+def env_cfg() -> EnvConfig:
+    return EnvConfig(id=ENV_ID)
+
+
+@pytest.fixture(scope="session")
+def spec(env_cfg):
+    d = describe(make_env(env_cfg))
+    return codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
+                               d["action_low"], d["action_high"])
+
+
+@pytest.fixture
+def make_learner(spec):
+    """In-process Learner (real gRPC server on loopback) with small sizes; stopped afterwards."""
+    from learner.config import LearnerConfig
+    from learner.service import Learner
+
+    made = []
+
+    def make(**overrides):
+        cfg = LearnerConfig(**{"buffer_capacity": 5_000, "min_replay_size": 1_000,
+                               "batch_size": 64, "hidden_sizes": (64, 64), **overrides})
+        learner = Learner(cfg, spec)
+        made.append(learner)
+        return learner
+
+    yield make
+    for learner in made:
+        learner.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """A real local Ray head with dashboard and job server, on ports of its own."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    gcs, dash = _free_port(), _free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([ray_bin, "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
+                    "--num-cpus=4", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+                    f"--dashboard-port={dash}", f"--metrics-export-port={_free_port()}",
+                    "--disable-usage-stats"], check=True, env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{dash}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/version", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    os.environ["RAY_ADDRESS"] = f"127.0.0.1:{gcs}"
+    os.environ["HERD_DASHBOARD_URL"] = url
+    yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url}
+    subprocess.run([ray_bin, "stop", "--force"], env=env, stdout=subprocess.DEVNULL)
