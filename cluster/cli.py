@@ -73,6 +73,10 @@ def cmd_submit(args) -> int:
             print(f"herd: {args.resume} holds no checkpoint (checkpoint/model.pt)", file=sys.stderr)
             return 2
     client = job_client(args)
+    if cfg.learner.device == "cuda" and not cluster_has_gpu():
+        print("herd: learner.device is 'cuda' but the cluster has no GPU; use device: auto "
+              "(falls back to the CPU) or add a GPU node", file=sys.stderr)
+        return 2
     job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs_dir = Path(args.runs_dir).resolve()
     python = sys.executable if "127.0.0.1" in dashboard_url(args) else "python"
@@ -96,6 +100,17 @@ def cmd_submit(args) -> int:
     if args.follow:
         return follow(client, job_id, runs_dir / job_id)
     return 0
+
+
+def cluster_has_gpu() -> bool:
+    import ray
+
+    from cluster.controller import NAMESPACE
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
+                 logging_level="ERROR", log_to_driver=False)
+    return ray.cluster_resources().get("GPU", 0) >= 1
 
 
 def submit_with_retry(client, wait_s: float = 90.0, **kwargs) -> None:

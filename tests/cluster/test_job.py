@@ -117,3 +117,19 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     assert (run_dir / "checkpoint" / "model.pt").exists()
     assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.csv").exists()
     assert list((run_dir / "tb").glob("events.*"))
+
+
+def test_cuda_learner_on_a_cpu_cluster_is_refused(ray_cluster, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    cfg = {**SMALL, "learner": {**SMALL["learner"], "device": "cuda"}}
+    path = tmp_path / "cuda.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = herd("submit", str(path), "--runs-dir", str(tmp_path / "runs"), check=False)
+    assert r.returncode == 2
+    assert "no GPU" in r.stderr
+    jobs = get_json(f"{ray_cluster['dashboard']}/api/jobs/")
+    assert not any(j.get("submission_id", "").startswith("herd-itest") and j["status"] == "RUNNING"
+                   for j in jobs)

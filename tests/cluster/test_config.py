@@ -1,0 +1,87 @@
+"""Bad configurations are refused with a message a user understands, before anything starts."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actors.config import EnvConfig
+from actors.envs import EnvError, make_env
+from cluster.config import ConfigError, check_env, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_configs_load():
+    for name in ("demo.yaml", "humanoid.yaml"):
+        cfg = load_config(ROOT / "configs" / name)
+        assert cfg.env.id.endswith("-v5")
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(_write(tmp_path, "env: {id: [unclosed\n"))
+
+
+def test_unknown_key_and_bad_value_are_listed(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_config(_write(tmp_path, "env: {id: Hopper-v5}\nlearner: {batch_sise: 3, gamma: 7}\n"))
+    msg = str(e.value)
+    assert "learner.batch_sise" in msg and "learner.gamma" in msg
+
+
+def test_impossible_sizes(tmp_path):
+    with pytest.raises(ConfigError, match="min_replay_size"):
+        parse_config({"env": {"id": "Hopper-v5"},
+                      "learner": {"buffer_capacity": 1000, "min_replay_size": 5000}})
+    with pytest.raises(ConfigError, match="max_batch"):
+        parse_config({"env": {"id": "Hopper-v5"}, "learner": {"max_batch": 16},
+                      "actors": {"num_envs": 8, "steps_per_push": 4}})
+
+
+def test_missing_file_and_non_mapping(tmp_path):
+    with pytest.raises(ConfigError, match="no such config"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(_write(tmp_path, "- just\n- a list\n"))
+
+
+def test_unknown_env_id():
+    cfg = parse_config({"env": {"id": "Humanoid-v99"}})
+    with pytest.raises(EnvError, match="unknown env id 'Humanoid-v99'"):
+        check_env(cfg)
+
+
+def test_discrete_env_is_refused():
+    with pytest.raises(EnvError, match="continuous"):
+        make_env(EnvConfig(id="CartPole-v1"))
+
+
+def test_ray_registered_env_by_name():
+    """An env creator registered with ray.tune.register_env works like a gymnasium id."""
+    import gymnasium as gym
+    import ray
+    from ray.tune.registry import register_env
+
+    ray.init(num_cpus=1, include_dashboard=False, address="local")
+    try:
+        register_env("my-pendulum", lambda cfg: gym.make("InvertedPendulum-v5", **cfg))
+        env = make_env(EnvConfig(id="my-pendulum", kwargs={"reset_noise_scale": 0.02}))
+        assert env.observation_space.shape == (4,)
+    finally:
+        ray.shutdown()
+
+
+def test_submit_refuses_bad_config_before_contacting_ray(tmp_path):
+    bad = _write(tmp_path, "env: {id: NoSuchEnv-v0}\n")
+    r = subprocess.run([sys.executable, "-m", "cluster", "--address", "http://127.0.0.1:9",
+                        "submit", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "unknown env id 'NoSuchEnv-v0'" in r.stderr
