@@ -231,4 +231,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    local.align_auth_mode()
     return args.fn(args)

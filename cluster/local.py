@@ -17,10 +17,37 @@ def ray_bin() -> str:
     return here if os.path.exists(here) else (shutil.which("ray") or "ray")
 
 
+def align_auth_mode() -> None:
+    """Clients must use the auth mode the cluster runs with. A Ray head started with
+    RAY_AUTH_MODE unset turns token auth on by itself when ~/.ray/auth_token exists; do the
+    same on the client side so that job submission and ray.init present the token."""
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH", os.path.expanduser("~/.ray/auth_token"))
+    if "RAY_AUTH_MODE" not in os.environ and os.path.exists(path):
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def auth_headers() -> dict[str, str]:
+    """Ray's bearer token when the cluster uses token auth (Ray enables it by itself once
+    ~/.ray/auth_token exists and RAY_AUTH_MODE is unset)."""
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH", os.path.expanduser("~/.ray/auth_token"))
+    if not token and os.environ.get("RAY_AUTH_MODE", "") != "disabled" and os.path.exists(path):
+        with open(path) as f:
+            token = f.read().strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def get(url: str, timeout: float = 10.0) -> bytes:
+    """GET from the dashboard, with Ray's token when there is one."""
+    req = urllib.request.Request(url, headers=auth_headers())
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.read()
+
+
 def dashboard_up(url: str = DEFAULT_DASHBOARD, timeout: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/api/version", timeout=timeout) as r:
-            return r.status == 200
+        get(f"{url}/api/version", timeout)
+        return True
     except OSError:
         return False
 

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -66,21 +65,21 @@ def ray_cluster(tmp_path_factory):
     """A real local Ray head with dashboard and job server, on ports of its own."""
     ray_bin = str(Path(sys.executable).with_name("ray"))
     gcs, dash = _free_port(), _free_port()
+    # Independent of whatever token this machine's ~/.ray holds: tests run without Ray auth.
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     subprocess.run([ray_bin, "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
                     "--num-cpus=4", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
                     f"--dashboard-port={dash}", f"--metrics-export-port={_free_port()}",
                     "--disable-usage-stats"], check=True, env=env, stdout=subprocess.DEVNULL)
+    from cluster.local import dashboard_up
+
     url = f"http://127.0.0.1:{dash}"
     deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/version", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+    while not dashboard_up(url):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the test cluster's dashboard never answered at {url}")
+        time.sleep(1)
     os.environ["RAY_ADDRESS"] = f"127.0.0.1:{gcs}"
     os.environ["HERD_DASHBOARD_URL"] = url
     yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url}

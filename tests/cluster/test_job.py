@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -40,8 +39,9 @@ def herd(*args, check=True) -> subprocess.CompletedProcess:
 
 
 def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
+    from cluster.local import get
+
+    return json.loads(get(url))
 
 
 def status(job: str) -> dict:
@@ -131,5 +131,5 @@ def test_cuda_learner_on_a_cpu_cluster_is_refused(ray_cluster, tmp_path):
     assert r.returncode == 2
     assert "no GPU" in r.stderr
     jobs = get_json(f"{ray_cluster['dashboard']}/api/jobs/")
-    assert not any(j.get("submission_id", "").startswith("herd-itest") and j["status"] == "RUNNING"
+    assert not any((j.get("submission_id") or "").startswith("herd-itest") and j["status"] == "RUNNING"
                    for j in jobs)
