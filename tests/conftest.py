@@ -68,7 +68,9 @@ def ray_cluster(tmp_path_factory):
     # Independent of whatever token this machine's ~/.ray holds: tests run without Ray auth.
     os.environ["RAY_AUTH_MODE"] = "disabled"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    temp_dir = tmp_path_factory.mktemp("ray", numbered=True)
     subprocess.run([ray_bin, "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
+                    f"--temp-dir={temp_dir}",
                     "--num-cpus=4", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
                     f"--dashboard-port={dash}", f"--metrics-export-port={_free_port()}",
                     "--disable-usage-stats"], check=True, env=env, stdout=subprocess.DEVNULL)
@@ -82,5 +84,41 @@ def ray_cluster(tmp_path_factory):
         time.sleep(1)
     os.environ["RAY_ADDRESS"] = f"127.0.0.1:{gcs}"
     os.environ["HERD_DASHBOARD_URL"] = url
-    yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url}
-    subprocess.run([ray_bin, "stop", "--force"], env=env, stdout=subprocess.DEVNULL)
+    yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url, "temp_dir": str(temp_dir)}
+    stop_processes_mentioning(str(temp_dir))
+
+
+def stop_processes_mentioning(marker: str, timeout: float = 15.0) -> None:
+    """Stop this test cluster's processes and their children (agents, workers) only:
+    `ray stop` would stop every Ray cluster on the machine."""
+    import signal
+
+    def tree():
+        parent, marked = {}, set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    marked.add(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                pass
+        grew = True
+        while grew:
+            more = {p for p, pp in parent.items() if pp in marked} - marked
+            grew = bool(more)
+            marked |= more
+        return marked
+
+    victims = tree()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while any(Path(f"/proc/{p}").exists() for p in victims) and time.monotonic() < deadline:
+            time.sleep(0.2)
