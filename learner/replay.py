@@ -2,6 +2,13 @@
 
 Rows are written by one writer (the learner's training thread). The filled size lives in a
 device tensor so that a captured update can sample from a growing buffer without a host sync.
+
+Layout: two packed tensors instead of five, so one sample is two gathers (one kernel each):
+  obs_pair [capacity, 2 * obs_pad]    obs | next_obs, in the configured storage dtype
+  rest     [capacity, action_dim + 2] action | reward | terminated, always fp32
+obs_pad is obs_dim rounded up to 8 (zero columns), the width the networks' matmuls want.
+`obs_pair` rows reshape to [2, obs_pad] for free, which lets the actor evaluate obs and
+next_obs in one pass. `obs`, `next_obs`, `action`, `reward`, `terminated` are views.
 """
 
 from __future__ import annotations
@@ -10,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+ROW_FIELDS = ("obs", "next_obs", "action", "reward", "terminated")
+"""Column order of a packed row (see `pack_rows`)."""
 
 
 class ReplayBuffer:
@@ -24,63 +34,107 @@ class ReplayBuffer:
         obs_dtype: torch.dtype = torch.float32,
     ):
         self.capacity = capacity
-        self.device = device
-        obs_dim = int(np.prod(obs_shape))
-        self.obs = torch.zeros(capacity, obs_dim, dtype=obs_dtype, device=device)
-        self.next_obs = torch.zeros(capacity, obs_dim, dtype=obs_dtype, device=device)
-        self.action = torch.zeros(capacity, action_dim, dtype=torch.float32, device=device)
-        self.reward = torch.zeros(capacity, dtype=torch.float32, device=device)
-        self.terminated = torch.zeros(capacity, dtype=torch.float32, device=device)
+        self.device = torch.device(device)
+        self.obs_dim = obs_dim = int(np.prod(obs_shape))
+        self.obs_pad = pad = -(-obs_dim // 8) * 8
+        self.action_dim = action_dim
+        self.row_width = 2 * pad + action_dim + 2
+        self.obs_pair = torch.zeros(capacity, 2 * pad, dtype=obs_dtype, device=self.device)
+        self.rest = torch.zeros(capacity, action_dim + 2, dtype=torch.float32, device=self.device)
+        self.obs, self.next_obs = self.obs_pair[:, :obs_dim], self.obs_pair[:, pad : pad + obs_dim]
+        self.action = self.rest[:, :action_dim]
+        self.reward = self.rest[:, action_dim]
+        self.terminated = self.rest[:, action_dim + 1]
         # The number of valid rows, readable by captured graphs (no .item()).
-        self.size_t = torch.zeros((), dtype=torch.float32, device=device)
+        self.size_t = torch.zeros((), dtype=torch.float32, device=self.device)
         self.pos = 0
         self.size = 0
         self.inserted = 0
 
-    def extend(self, rows: dict[str, torch.Tensor]) -> None:
-        """Write `n` rows (tensors already on any device); wraps around the ring."""
-        n = rows["reward"].shape[0]
+    # ---- writing (the single writer) ----
+    def pack_rows(self, rows: dict, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows (numpy arrays or CPU tensors) as one [n, row_width] fp32 CPU tensor.
+
+        Packing happens in numpy on a view of `out` (e.g. pinned staging): one host pass,
+        dtype conversion included (terminated arrives as uint8). The obs pad columns of `out`
+        are never written: allocate it zeroed.
+        """
+        n = int(rows["reward"].shape[0])
+        if out is None:
+            out = torch.zeros(n, self.row_width, dtype=torch.float32)
+        dst = out[:n].numpy()
+        pad = self.obs_pad
+        starts = {"obs": 0, "next_obs": pad, "action": 2 * pad, "reward": 2 * pad + self.action_dim}
+        starts["terminated"] = starts["reward"] + 1
+        for name in ROW_FIELDS:
+            src = rows[name]
+            src = src.detach().cpu().numpy() if torch.is_tensor(src) else np.asarray(src)
+            src = src.reshape(n, -1)
+            expect = {"obs": self.obs_dim, "next_obs": self.obs_dim, "action": self.action_dim}.get(name, 1)
+            if src.shape[1] != expect:
+                raise ValueError(f"{name} has {src.shape[1]} columns, the ring expects {expect}")
+            dst[:, starts[name] : starts[name] + expect] = src
+        return out[:n]
+
+    def extend(self, rows: dict) -> None:
+        """Write `n` rows given field by field (numpy arrays or tensors); wraps around the ring."""
+        self.extend_packed(self.pack_rows(rows).to(self.device, non_blocking=True))
+
+    def extend_packed(self, packed: torch.Tensor) -> None:
+        """Write [n, row_width] rows in ROW_FIELDS order, on the current stream."""
+        n = packed.shape[0]
         if n > self.capacity:
-            rows = {k: v[-self.capacity :] for k, v in rows.items()}
+            packed = packed[-self.capacity :]
             self.pos = (self.pos + n - self.capacity) % self.capacity
+            self.inserted += n - self.capacity
             n = self.capacity
+        split = 2 * self.obs_pad
         first = min(n, self.capacity - self.pos)
         for start, stop, src in ((self.pos, self.pos + first, 0), (0, n - first, first)):
             if stop <= start:
                 continue
-            take = slice(src, src + stop - start)
-            self.obs[start:stop].copy_(rows["obs"][take].flatten(1), non_blocking=True)
-            self.next_obs[start:stop].copy_(rows["next_obs"][take].flatten(1), non_blocking=True)
-            self.action[start:stop].copy_(rows["action"][take].flatten(1), non_blocking=True)
-            self.reward[start:stop].copy_(rows["reward"][take], non_blocking=True)
-            self.terminated[start:stop].copy_(rows["terminated"][take], non_blocking=True)
+            part = packed[src : src + stop - start]
+            self.obs_pair[start:stop].copy_(part[:, :split], non_blocking=True)
+            self.rest[start:stop].copy_(part[:, split:], non_blocking=True)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.inserted += n
+        # Stream-ordered after the row copies: a replay queued later sees rows and size together.
         self.size_t.fill_(float(self.size))
 
+    # ---- sampling (graph-safe: fixed shapes, no host reads) ----
     def sample_indices(self, batch_size: int, generator: torch.Generator | None = None):
         """Uniform indices in [0, size) computed on the device from size_t (graph-safe)."""
         u = torch.rand(batch_size, device=self.device, generator=generator)
         return (u * self.size_t).long().clamp_(max=self.capacity - 1)
 
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rows at `idx`; obs_pair is [batch, 2, obs_pad] (obs, next_obs; zero pad) in fp32."""
+        pair = self.obs_pair.index_select(0, idx).float().view(-1, 2, self.obs_pad)
+        rest = self.rest.index_select(0, idx)
+        a, d = self.action_dim, self.obs_dim
         return {
-            "obs": self.obs[idx].float(),
-            "action": self.action[idx],
-            "reward": self.reward[idx],
-            "next_obs": self.next_obs[idx].float(),
-            "terminated": self.terminated[idx],
+            "obs_pair": pair,
+            "obs": pair[:, 0, :d],
+            "next_obs": pair[:, 1, :d],
+            "action": rest[:, :a],
+            "reward": rest[:, a],
+            "terminated": rest[:, a + 1],
         }
+
+    def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
+        return self.gather(self.sample_indices(batch_size))
+
+    # ---- memory and persistence ----
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.obs_pair, self.rest))
 
     def state_dict(self) -> dict:
         n = self.size
         return {
-            "obs": self.obs[:n].cpu(),
-            "next_obs": self.next_obs[:n].cpu(),
-            "action": self.action[:n].cpu(),
-            "reward": self.reward[:n].cpu(),
-            "terminated": self.terminated[:n].cpu(),
+            "obs_pair": self.obs_pair[:n].cpu(),
+            "rest": self.rest[:n].cpu(),
             "pos": self.pos,
             "size": self.size,
             "inserted": self.inserted,
@@ -90,9 +144,16 @@ class ReplayBuffer:
         n = int(state["size"])
         if n > self.capacity:
             raise ValueError(f"saved buffer holds {n} rows; this ring has {self.capacity}")
-        for name in ("obs", "next_obs", "action", "reward", "terminated"):
-            getattr(self, name)[:n].copy_(state[name][:n])
-        self.size, self.pos, self.inserted = n, int(state["pos"]) % self.capacity, int(state["inserted"])
+        if tuple(state["obs_pair"].shape[1:]) != tuple(self.obs_pair.shape[1:]):
+            raise ValueError(f"saved rows are {tuple(state['obs_pair'].shape)}, ring {tuple(self.obs_pair.shape)}")
+        # Chunked so that an mmap'd file streams to the device without a full host copy.
+        step = 65_536
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            self.obs_pair[lo:hi].copy_(state["obs_pair"][lo:hi])
+            self.rest[lo:hi].copy_(state["rest"][lo:hi])
+        self.size, self.inserted = n, int(state["inserted"])
+        self.pos = int(state["pos"]) % self.capacity
         self.size_t.fill_(float(n))
 
     def save(self, path: Path) -> None:
@@ -103,4 +164,17 @@ class ReplayBuffer:
         tmp.replace(path)
 
     def load(self, path: Path) -> None:
+        """torch.load with mmap=True: rows are paged in from disk as they are copied."""
         self.load_state_dict(torch.load(path, mmap=True, weights_only=True))
+
+
+def memory_metrics(device: torch.device) -> dict[str, int]:
+    """Allocated / reserved / peak bytes on a CUDA device (zeros on the CPU)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {"mem_allocated": 0, "mem_reserved": 0, "mem_peak": 0}
+    return {
+        "mem_allocated": torch.cuda.memory_allocated(device),
+        "mem_reserved": torch.cuda.memory_reserved(device),
+        "mem_peak": torch.cuda.max_memory_allocated(device),
+    }

@@ -1,0 +1,108 @@
+"""The training loop's update callable: k SAC updates captured as one CUDA graph.
+
+On CUDA (cuda_graph on) the first call warms the update up on a side stream, rolls the model
+back to where it was, and captures `updates_per_call` updates as a single CUDA graph; every
+later call is one `graph.replay()`: no Python, no autograd and no launch overhead per kernel.
+Everything the graph reads lives at fixed addresses (the ring, its size_t, parameters,
+optimizer state); the batch is sampled inside the graph. Elsewhere it is a plain loop.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from learner.replay import ReplayBuffer
+from learner.sac import SAC
+
+COMPILE_MODE = "max-autotune-no-cudagraphs"
+"""torch.compile mode before capture: autotuned kernels, but no compile-side CUDA graphs
+(we capture the whole update ourselves)."""
+
+
+def configure_backends(device: torch.device, tf32: bool) -> None:
+    """TF32 for fp32 matmuls (the one process-wide switch the learner flips)."""
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+class GraphedUpdate:
+    """Call it to run `updates_per_call` updates; returns the last update's loss tensor.
+
+    The returned tensor is static when graphed (overwritten by the next call): copy it out
+    before calling again if you keep it.
+    """
+
+    def __init__(
+        self,
+        sac: SAC,
+        buffer: ReplayBuffer,
+        updates_per_call: int = 1,
+        cuda_graph: bool | None = None,
+        compile_mode: str | None = None,
+        warmup: int = 3,
+    ):
+        self.sac, self.buffer = sac, buffer
+        self.k = updates_per_call
+        cuda = sac.device.type == "cuda"
+        self.use_graph = cuda and (sac.cfg.cuda_graph if cuda_graph is None else cuda_graph)
+        self.warmup = warmup
+        if compile_mode is not None:
+            sac.compile(compile_mode)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.out: torch.Tensor | None = None
+        self.capture_s = 0.0
+
+    def _run(self) -> torch.Tensor:
+        out = None
+        for _ in range(self.k):
+            out = self.sac.update(self.buffer)
+        return out
+
+    def __call__(self) -> torch.Tensor:
+        if not self.use_graph:
+            return self._run()
+        if self.graph is None:
+            self.capture()
+        self.graph.replay()
+        return self.out
+
+    def capture(self) -> None:
+        """Warm up (compile, lazy optimizer state, cuBLAS handles), roll back, capture."""
+        t0 = time.perf_counter()
+        before = {id(t): t.detach().clone() for t in self.sac.state_tensors()}
+        side = torch.cuda.Stream(self.sac.device)
+        side.wait_stream(torch.cuda.current_stream(self.sac.device))
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):
+                self._run()
+        torch.cuda.current_stream(self.sac.device).wait_stream(side)
+        rollback(self.sac, before)
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: gRPC threads may touch CUDA (pinned memory) while we capture.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            self.out = self._run()
+        self.graph = graph
+        torch.cuda.synchronize(self.sac.device)
+        self.capture_s = time.perf_counter() - t0
+
+    def warm_rollback_check(self) -> None:
+        """Eager twin of capture()'s warm-up + rollback (lets the CPU suite test it)."""
+        before = {id(t): t.detach().clone() for t in self.sac.state_tensors()}
+        for _ in range(self.warmup):
+            self._run()
+        rollback(self.sac, before)
+
+
+@torch.no_grad()
+def rollback(sac: SAC, before: dict[int, torch.Tensor]) -> None:
+    """Restore what warm-up changed; optimizer state born in warm-up goes back to zero,
+    which is exactly a fresh Adam (step 0, zero moments)."""
+    for t in sac.state_tensors():
+        saved = before.get(id(t))
+        if saved is None:
+            t.zero_()
+        else:
+            t.copy_(saved)

@@ -1,0 +1,80 @@
+"""New transitions into the replay ring without stalling, or racing, the update graph.
+
+    host:    numpy rows ──pack──► pinned slot j
+    ingest:  [wait consumed[j]] pinned j ──H2D, non_blocking──► device slot j ; record copied[j]
+    update:  ... graph replay ... [wait copied[j]] device slot j ──D2D──► ring rows, size_t ;
+             record consumed[j] ; next replay ...
+
+The host-to-device copy (the slow part) runs on its own stream, overlapping the replay that
+is in flight. Only the device-to-device write into the ring, microseconds long, runs on the
+update stream, between two replays: a sample can never see half-written (torn) rows, and
+size_t grows only after its rows are in. Slots rotate, so the host blocks only when it laps
+a copy that has not finished (copied[j]).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from learner.replay import ReplayBuffer
+
+
+class RingWriter:
+    """The single writer into a ReplayBuffer: field dicts in, packed rows into the ring."""
+
+    def __init__(self, buffer: ReplayBuffer, chunk_rows: int = 8192, slots: int = 3):
+        self.buffer = buffer
+        self.device = buffer.device
+        self.cuda = self.device.type == "cuda"
+        self.chunk_rows = chunk_rows = min(chunk_rows, buffer.capacity)
+        width = buffer.row_width
+        self.host = [
+            torch.zeros(chunk_rows, width, dtype=torch.float32, pin_memory=self.cuda)  # pads stay 0
+            for _ in range(slots)
+        ]
+        self.slot = 0
+        self.fill = 0  # rows packed into the current host slot, not yet sent
+        if self.cuda:
+            self.stream = torch.cuda.Stream(self.device)
+            self.dev = [torch.empty_like(h, device=self.device) for h in self.host]
+            self.copied = [torch.cuda.Event() for _ in range(slots)]
+            self.consumed = [torch.cuda.Event() for _ in range(slots)]
+
+    def write(self, batches: list[dict[str, np.ndarray]]) -> int:
+        """Append `batches` (field name -> array, ROW_FIELDS) to the ring; returns rows written."""
+        total = 0
+        for rows in batches:
+            n = int(np.asarray(rows["reward"]).shape[0])
+            for lo in range(0, n, self.chunk_rows):
+                hi = min(n, lo + self.chunk_rows)
+                if self.fill + hi - lo > self.chunk_rows:
+                    self.flush()
+                part = {k: v[lo:hi] for k, v in rows.items()}
+                self.buffer.pack_rows(part, out=self.host[self.slot][self.fill :])
+                self.fill += hi - lo
+            total += n
+        self.flush()
+        return total
+
+    def flush(self) -> None:
+        """Send the current host slot to the ring (ordered behind work already queued)."""
+        n, j = self.fill, self.slot
+        if n == 0:
+            return
+        if not self.cuda:
+            self.buffer.extend_packed(self.host[j][:n])
+        else:
+            update = torch.cuda.current_stream(self.device)
+            with torch.cuda.stream(self.stream):
+                self.stream.wait_event(self.consumed[j])  # device slot j read by its last write
+                self.dev[j][:n].copy_(self.host[j][:n], non_blocking=True)
+                self.copied[j].record(self.stream)
+            update.wait_event(self.copied[j])
+            self.buffer.extend_packed(self.dev[j][:n])
+            self.consumed[j].record(update)
+        self.fill = 0
+        self.slot = (j + 1) % len(self.host)
+        if self.cuda:
+            # The next slot's pinned memory may still be feeding an earlier H2D copy.
+            self.copied[self.slot].synchronize()

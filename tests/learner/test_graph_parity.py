@@ -1,0 +1,119 @@
+"""Graph vs eager: same seed, same ring -> same losses and parameters.
+
+GPU (skipif no CUDA): TF32 off; a captured graph runs the very kernels eager runs, with the
+same Philox offsets, so fp32 must agree to rtol 1e-5 / atol 1e-6 (bf16: 1e-3 / 1e-4) after 6
+updates, also with 2 updates per replay (passed on the H200, torch 2.11). The compiled graph
+is meant to draw its noise through aten (inductor fallback_random) and is held to rtol 1e-3 /
+atol 1e-4; it did not match there (xfail, see the marker).
+CPU twins: the warm-up + rollback that precedes capture leaves no trace, and the graph
+wrapper's eager fallback equals a plain loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from learner.config import LearnerConfig
+from learner.graphed import GraphedUpdate
+from learner.replay import ReplayBuffer
+from learner.sac import SAC
+
+OBS, ACT = 11, 4
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def make(device: str, amp: str = "off", batch: int = 64, hidden=(64, 64)) -> tuple[SAC, ReplayBuffer]:
+    cfg = LearnerConfig(device=device, batch_size=batch, hidden_sizes=hidden, amp=amp,
+                        buffer_capacity=2000, seed=3)
+    dev = torch.device(device)
+    sac = SAC(cfg, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
+    buf = ReplayBuffer(2000, (OBS,), ACT, dev)
+    g = np.random.default_rng(0)
+    n = 1500
+    buf.extend({
+        "obs": g.normal(size=(n, OBS)), "next_obs": g.normal(size=(n, OBS)),
+        "action": g.uniform(-1, 1, size=(n, ACT)), "reward": g.normal(size=n),
+        "terminated": (g.random(n) < 0.1).astype(np.uint8),
+    })
+    return sac, buf
+
+
+def run(step, calls: int, seed: int = 123) -> torch.Tensor:
+    torch.manual_seed(seed)
+    return torch.stack([step().clone() for _ in range(calls)])
+
+
+def params(sac: SAC) -> list[torch.Tensor]:
+    return [*sac.actor.parameters(), *sac.critic.parameters(), *sac.target.parameters(), sac.log_alpha]
+
+
+def assert_parity(a: SAC, b: SAC, la: torch.Tensor, lb: torch.Tensor, rtol: float, atol: float) -> None:
+    torch.testing.assert_close(la, lb, rtol=rtol, atol=atol)
+    for p, q in zip(params(a), params(b)):
+        torch.testing.assert_close(p, q, rtol=rtol, atol=atol)
+
+
+def test_warmup_rollback_leaves_no_trace_cpu() -> None:
+    a, buf = make("cpu")
+    b, _ = make("cpu")
+    step = GraphedUpdate(a, buf, 2)
+    step.warm_rollback_check()
+    for opt in (a.actor_opt, a.critic_opt):  # Adam state is back to step 0
+        assert float(opt.step_t) == 0 and not opt.exp_avg.any() and not opt.exp_avg_sq.any()
+    la = run(step, 3)
+    lb = run(GraphedUpdate(b, buf, 2), 3)
+    assert_parity(a, b, la, lb, rtol=0, atol=0)
+
+
+def test_updates_per_call_loop_equals_single_calls_cpu() -> None:
+    a, buf = make("cpu")
+    b, _ = make("cpu")
+    la = run(GraphedUpdate(a, buf, 3), 2)  # 6 updates, last loss of each call
+    lb = run(GraphedUpdate(b, buf, 1), 6)[2::3]
+    assert_parity(a, b, la, lb, rtol=0, atol=0)
+
+
+@cuda
+@pytest.mark.parametrize("amp,k,tol", [("off", 1, (1e-5, 1e-6)), ("off", 2, (1e-5, 1e-6)), ("bf16", 1, (1e-3, 1e-4))])
+def test_graph_equals_eager_gpu(amp: str, k: int, tol) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, buf = make("cuda", amp)
+    b, _ = make("cuda", amp)
+    graphed = GraphedUpdate(a, buf, k, cuda_graph=True)
+    graphed.capture()
+    assert graphed.graph is not None
+    la = run(graphed, 6 // k)
+    lb = run(GraphedUpdate(b, buf, k, cuda_graph=False), 6 // k)
+    assert_parity(a, b, la, lb, *tol)
+
+
+@cuda
+@pytest.mark.xfail(strict=False, reason="on torch 2.11 / H200 the compiled update drew other noise than "
+                   "eager even with fallback_random (loss diff up to 1.28); compiled RNG parity is open")
+def test_compiled_graph_close_to_eager_gpu() -> None:
+    torch._inductor.config.fallback_random = True  # aten RNG: the same noise as eager
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        a, buf = make("cuda")
+        b, _ = make("cuda")
+        graphed = GraphedUpdate(a, buf, 2, cuda_graph=True, compile_mode="default")
+        la = run(graphed, 3)
+        lb = run(GraphedUpdate(b, buf, 2, cuda_graph=False), 3)
+        assert_parity(a, b, la, lb, rtol=1e-3, atol=1e-4)
+    finally:
+        torch._inductor.config.fallback_random = False
+
+
+@cuda
+def test_graph_sees_the_ring_grow_gpu() -> None:
+    """size_t is read inside the graph: indices follow the fill level without recapture."""
+    a, buf = make("cuda")
+    graphed = GraphedUpdate(a, buf, 1, cuda_graph=True)
+    graphed()
+    buf.extend({k: getattr(buf, k)[:400].cpu() for k in ("obs", "next_obs", "action", "reward", "terminated")})
+    assert buf.size == 1900
+    out = graphed()
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
