@@ -6,8 +6,9 @@ invalid one is answered in its own ack (the stream stays open) and leaves no tra
 
 from __future__ import annotations
 
+import collections
 import hmac
-import itertools
+import secrets
 import threading
 from concurrent import futures
 from typing import Protocol
@@ -35,13 +36,38 @@ class Ingest(Protocol):
     def status(self) -> pb.LearnerStatus: ...
 
 
+class Unparsable:
+    """What the tolerant deserializer hands the servicer for bytes that are no TransitionBatch."""
+
+    seq = 0
+
+    def __init__(self, nbytes: int, why: str):
+        self.nbytes, self.why = nbytes, why
+
+
+def parse_batch(raw: bytes):
+    """TransitionBatch.FromString that never raises: garbage is answered in-stream
+    (INVALID_ARGUMENT) instead of gRPC aborting the whole call with INTERNAL."""
+    try:
+        return pb.TransitionBatch.FromString(raw)
+    except Exception as e:  # google.protobuf.message.DecodeError and friends
+        return Unparsable(len(raw), f"{type(e).__name__}: {e}")
+
+
 class LearnerServicer(pb_grpc.LearnerServicer):
+    # Sessions are random 63-bit ids: unguessable, and one minted before a learner restart is
+    # unknown afterwards (FAILED_PRECONDITION) instead of colliding with a new one.
+    MAX_SESSIONS = 4_096
+    """Handshaken sessions kept; the oldest are forgotten first (its actor handshakes again)."""
+
     def __init__(self, ingest: Ingest, max_batch: int):
         self.ingest = ingest
         self.max_batch = max_batch
-        self.sessions: dict[int, Session] = {}
+        self.sessions: collections.OrderedDict[int, Session] = collections.OrderedDict()
         self.received: dict[str, int] = {}
-        self._ids = itertools.count(1)
+        # accepted transitions per session (actor incarnation), bounded like `sessions`
+        self.session_received: collections.OrderedDict[int, tuple[str, int]] = collections.OrderedDict()
+        self._active: collections.Counter[int] = collections.Counter()  # open streams per session
         self._lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -52,8 +78,10 @@ class LearnerServicer(pb_grpc.LearnerServicer):
         if not request.actor_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "actor_id is empty")
         with self._lock:
-            sid = next(self._ids)
+            sid = secrets.randbits(63) or 1
             self.sessions[sid] = Session(sid, request.actor_id, self.ingest.spec)
+            self.session_received[sid] = (request.actor_id, 0)
+            self._forget_idle()
         return pb.HandshakeReply(
             session_id=sid,
             policy_version=self.ingest.publisher.version,
@@ -61,10 +89,41 @@ class LearnerServicer(pb_grpc.LearnerServicer):
             learner_id=self.ingest.learner_id,
         )
 
+    def _forget_idle(self) -> None:
+        """Bound the session table: drop the oldest sessions no open stream uses (their actors
+        handshake again on their next connection)."""
+        for sid in list(self.sessions):
+            if len(self.sessions) <= self.MAX_SESSIONS:
+                break
+            if not self._active[sid]:
+                del self.sessions[sid]
+        while len(self.session_received) > self.MAX_SESSIONS:
+            self.session_received.popitem(last=False)
+
     def PushTransitions(self, request_iterator, context):
+        used: set[int] = set()  # a session lives as long as the connection that uses it
+        try:
+            yield from self._ingest_stream(request_iterator, context, used)
+        finally:
+            with self._lock:
+                for sid in used:
+                    self._active[sid] -= 1
+                    if self._active[sid] <= 0:
+                        del self._active[sid]
+                        self.sessions.pop(sid, None)
+
+    def _ingest_stream(self, request_iterator, context, used: set[int]):
         for batch in request_iterator:
             try:
-                arrays = validate(batch, self.sessions.get(batch.session_id), self.max_batch)
+                if isinstance(batch, Unparsable):
+                    raise BatchRejected(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"{batch.nbytes} bytes are no TransitionBatch ({batch.why})")
+                with self._lock:
+                    session = self.sessions.get(batch.session_id)
+                    if session is not None and batch.session_id not in used:
+                        used.add(batch.session_id)
+                        self._active[batch.session_id] += 1
+                arrays = validate(batch, session, self.max_batch)
             except BatchRejected as e:
                 self.ingest.count_reject()
                 yield pb.PushAck(seq=batch.seq, code=e.code.value[0], message=e.message)
@@ -78,6 +137,8 @@ class LearnerServicer(pb_grpc.LearnerServicer):
             with self._lock:
                 total = self.received.get(batch.actor_id, 0) + batch.count
                 self.received[batch.actor_id] = total
+                actor, n = self.session_received.get(batch.session_id, (batch.actor_id, 0))
+                self.session_received[batch.session_id] = (actor, n + batch.count)
             yield pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total)
 
     def WatchWeights(self, request, context):
@@ -122,13 +183,44 @@ def is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
+def add_servicer(servicer: LearnerServicer, server: grpc.Server) -> None:
+    """The generated registration, except that PushTransitions parses tolerantly (parse_batch)."""
+    handlers = {
+        "Handshake": grpc.unary_unary_rpc_method_handler(
+            servicer.Handshake, request_deserializer=pb.HandshakeRequest.FromString,
+            response_serializer=pb.HandshakeReply.SerializeToString),
+        "PushTransitions": grpc.stream_stream_rpc_method_handler(
+            servicer.PushTransitions, request_deserializer=parse_batch,
+            response_serializer=pb.PushAck.SerializeToString),
+        "WatchWeights": grpc.unary_stream_rpc_method_handler(
+            servicer.WatchWeights, request_deserializer=pb.WatchRequest.FromString,
+            response_serializer=pb.PolicyWeights.SerializeToString),
+        "GetStatus": grpc.unary_unary_rpc_method_handler(
+            servicer.GetStatus, request_deserializer=pb.StatusRequest.FromString,
+            response_serializer=pb.LearnerStatus.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("herd.v1.Learner", handlers),))
+
+
+def server_credentials(tls_cert: str | None, tls_key: str | None) -> grpc.ServerCredentials | None:
+    """TLS credentials from PEM files, or None for a plaintext port."""
+    if not tls_cert and not tls_key:
+        return None
+    if not (tls_cert and tls_key):
+        raise ValueError("learner.tls_cert and learner.tls_key go together")
+    with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
+        return grpc.ssl_server_credentials([(k.read(), c.read())])
+
+
 def start_server(servicer: LearnerServicer, host: str, port: int, token: str | None,
-                 max_message_mb: int, max_workers: int = 128) -> tuple[grpc.Server, int]:
-    """Bind and start; beyond loopback a token is mandatory."""
+                 max_message_mb: int, max_workers: int = 128, tls_cert: str | None = None,
+                 tls_key: str | None = None) -> tuple[grpc.Server, int]:
+    """Bind and start; beyond loopback a token is mandatory. TLS when a cert and key are given."""
     if not is_loopback(host) and not token:
         raise ValueError(
             f"learner.host={host!r} exposes the gRPC port beyond loopback: set learner.token"
         )
+    creds = server_credentials(tls_cert, tls_key)
     limit = max_message_mb * 1024 * 1024
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="herd-grpc"),
@@ -136,10 +228,15 @@ def start_server(servicer: LearnerServicer, host: str, port: int, token: str | N
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
+            # A port already held by a live process fails the bind, instead of two servers
+            # (say, a restarted learner beside a stale one) sharing it silently.
+            ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_LearnerServicer_to_server(servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    add_servicer(servicer, server)
+    address = f"{host}:{port}"
+    bound = (server.add_secure_port(address, creds) if creds is not None
+             else server.add_insecure_port(address))
     if bound == 0:
         raise OSError(f"could not bind the learner's gRPC port on {host}:{port}")
     server.start()
