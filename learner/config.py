@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class LearnerConfig(BaseModel):
@@ -58,7 +58,12 @@ class LearnerConfig(BaseModel):
     advertise_host: str | None = None
     """Address actors dial; default: host, or the node's IP when host is 0.0.0.0."""
     token: str | None = None
-    """Shared secret actors send as metadata; required when binding beyond loopback."""
+    """Shared secret actors send as metadata. Beyond loopback the driver makes a fresh one per job
+    when this is null; it is never written to runs/ or the logs."""
+    tls_cert: str | None = None
+    """PEM certificate chain for a TLS gRPC port (with tls_key); null: plaintext."""
+    tls_key: str | None = None
+    """PEM private key of tls_cert."""
     max_batch: int = Field(4_096, ge=1)
     """Most transitions one TransitionBatch may carry."""
     max_message_mb: int = Field(64, ge=1)
@@ -70,3 +75,9 @@ class LearnerConfig(BaseModel):
     num_threads: int = Field(1, ge=1)
     """torch CPU threads for the learner process."""
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _tls_pair(self):
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("learner.tls_cert and learner.tls_key must be given together")
+        return self

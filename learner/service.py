@@ -7,6 +7,7 @@ One training thread is the only writer of the replay buffer and the only caller 
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import queue
 import threading
@@ -25,6 +26,7 @@ from learner.server import LearnerServicer, start_server
 from proto import codec
 from proto import herd_pb2 as pb
 
+log = logging.getLogger("herd.learner")
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -43,7 +45,10 @@ def pick_device(name: str) -> torch.device:
 class Learner:
     """Owns the replay ring, the SAC state, the gRPC server and the weight publisher."""
 
-    def __init__(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None = None):
+    def __init__(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None = None,
+                 latest: str | None = None):
+        """`checkpoint`: where to start from (a resumed job). `latest`: where this job saves its
+        own checkpoints; when one is there (a restart after a crash), it wins over `checkpoint`."""
         self.cfg = cfg
         self.spec = spec
         self.learner_id = uuid.uuid4().hex[:12]
@@ -70,6 +75,10 @@ class Learner:
         self._staging: queue.Queue = queue.Queue(maxsize=cfg.staging_batches)
         self._model_lock = threading.Lock()
         self._base_version = 0
+        self.restarted = _restarted_by_ray()
+        self.restored: dict | None = None
+        if latest and (Path(latest) / "model.pt").exists():
+            checkpoint = latest
         if checkpoint:
             self.restore(checkpoint)
         self.publisher = WeightPublisher()
@@ -79,7 +88,8 @@ class Learner:
         self._error: BaseException | None = None
         self.servicer = LearnerServicer(self, cfg.max_batch)
         self.server, self.port = start_server(
-            self.servicer, cfg.host, cfg.port, cfg.token, cfg.max_message_mb
+            self.servicer, cfg.host, cfg.port, cfg.token, cfg.max_message_mb,
+            tls_cert=cfg.tls_cert, tls_key=cfg.tls_key,
         )
         self._thread = threading.Thread(target=self._train_loop, name="herd-train", daemon=True)
         self._thread.start()
@@ -215,10 +225,16 @@ class Learner:
             gpu_mem_reserved=mem[1],
             device=str(self.device),
             losses=dict(zip(LOSS_NAMES, self._losses.tolist())),
+            # beyond proto LearnerStatus: for the driver's fault accounting and the soak
+            pid=os.getpid(),
+            rss_bytes=_rss_bytes(),
+            restarted=self.restarted,
+            restored=self.restored,
         )
 
     def status(self) -> pb.LearnerStatus:
-        return pb.LearnerStatus(**self.status_dict())
+        fields = pb.LearnerStatus.DESCRIPTOR.fields_by_name
+        return pb.LearnerStatus(**{k: v for k, v in self.status_dict().items() if k in fields})
 
     def weights(self) -> pb.PolicyWeights:
         return self.publisher.wait_newer(0, timeout=0)
@@ -243,7 +259,8 @@ class Learner:
             "received": self.received,
             "inserted": self.buffer.inserted,
             "policy_version": self.publisher.version,
-            "config": self.cfg.model_dump(),
+            # no secret in runs/: the token is per job and handed to actors by the driver
+            "config": self.cfg.model_dump(exclude={"token"}),
         }
 
     def restore(self, path: str) -> None:
@@ -253,8 +270,21 @@ class Learner:
         self.updates = int(state["updates"])
         self.received = int(state["received"])
         self._base_version = int(state["policy_version"])
+        replay = "absent"
         if (p / "replay.pt").exists():
-            self.buffer.load(p / "replay.pt")
+            rows = torch.load(p / "replay.pt", mmap=True, weights_only=True)
+            # replay.pt is written before model.pt: a crash between the two leaves a newer
+            # buffer beside an older model. Take the buffer only when both are of one save.
+            if "inserted" not in state or int(rows["inserted"]) == int(state["inserted"]):
+                self.buffer.load_state_dict(rows)
+                replay = "loaded"
+            else:
+                replay = "skipped: from a different save than model.pt"
+                log.warning("%s/replay.pt is not of the same save as model.pt; starting with "
+                            "an empty buffer", p)
+        self.restored = dict(path=str(p), updates=self.updates, received=self.received,
+                             inserted=self.buffer.inserted, policy_version=self._base_version,
+                             replay=replay)
 
     def ping(self) -> str:
         return self.learner_id
@@ -269,3 +299,26 @@ class Learner:
         while not self._staging.empty():
             self._insert_pending(block=False)
         return self.status_dict()
+
+
+def _restarted_by_ray() -> bool:
+    """True when Ray restarted this learner actor after it died."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            ctx = ray.get_runtime_context()
+            if ctx.get_actor_id() is not None and ctx.was_current_actor_reconstructed:
+                return True
+    except Exception:
+        pass
+    return False
+
+
+def _rss_bytes() -> int:
+    """Resident memory of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
