@@ -2,7 +2,13 @@
 
     python -m cluster.driver --job-id ID --runs-dir DIR   (config in $HERD_CONFIG_JSON)
 
-Writes runs/<job>/: config.yaml (resolved), metrics.csv, tb/, checkpoints/, summary.json.
+Writes runs/<job>/: config.yaml (resolved, token redacted), metrics.csv, tb/, checkpoint/,
+summary.json.
+
+Faults: env actors are restarted by Ray (actors.max_restarts). The learner is a Ray actor with
+max_restarts on a fixed port; a restarted learner restores the job's latest checkpoint
+(learner/service.py) and actors reconnect to the same address. The driver rides out the gap,
+and summary.json says what the gap cost (updates and transitions since that checkpoint).
 """
 
 from __future__ import annotations
@@ -10,19 +16,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
+import socket
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import ray
+from ray.exceptions import GetTimeoutError, RayActorError
 
-from cluster.config import JobConfig, dump_config, parse_config
+from cluster.config import ConfigError, JobConfig, dump_config, parse_config
 from cluster.controller import NAMESPACE, Controller, controller_name
 from cluster.evaluate import evaluate
 from cluster.metrics import MetricsWriter
+from learner.server import is_loopback
 from learner.service import Learner
 from proto import codec
+
+REDACTED = "<redacted>"
+try:
+    from ray.exceptions import ActorUnavailableError
+    LEARNER_DOWN = (RayActorError, ActorUnavailableError, GetTimeoutError)
+except ImportError:  # older Ray
+    LEARNER_DOWN = (RayActorError, GetTimeoutError)
 
 
 def learner_gpus(cfg: JobConfig) -> float:
@@ -34,22 +51,162 @@ def learner_gpus(cfg: JobConfig) -> float:
     return 1 if cfg.learner.device != "cpu" and have >= 1 else 0
 
 
+def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
+    """Refuse, before any process starts, what this cluster can never run; warnings otherwise."""
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    most_cpus = max((r.get("CPU", 0) for r in nodes), default=0)
+    for what, need in (("learner.num_cpus", cfg.learner.num_cpus),
+                       ("actors.num_cpus", cfg.actors.num_cpus)):
+        if need > most_cpus:
+            raise ConfigError(f"{what}={need:g} but the largest node of this Ray cluster has "
+                              f"{most_cpus:g} CPUs: it could never be scheduled")
+    obs_dim = int(np.prod(env["obs_shape"]))
+    act_dim = int(np.prod(env["action_shape"]))
+    rows = cfg.actors.num_envs * cfg.actors.steps_per_push
+    batch_bytes = rows * ((2 * obs_dim + act_dim + 1) * 4 + 1)
+    if batch_bytes + 4096 > cfg.learner.max_message_mb * 2**20:
+        raise ConfigError(f"one batch of {rows} rows is {batch_bytes / 2**20:.1f} MiB, above "
+                          f"learner.max_message_mb={cfg.learner.max_message_mb}")
+    obs_bytes = 2 if cfg.learner.buffer_dtype in ("bfloat16", "float16") else 4
+    ring = cfg.learner.buffer_capacity * (2 * obs_dim * obs_bytes + (act_dim + 2) * 4)
+    node_mem = max((r.get("memory", 0) for r in nodes), default=0)
+    if learner_gpus(cfg) == 0 and node_mem and ring > node_mem:
+        raise ConfigError(f"the replay ring needs {ring / 2**30:.1f} GiB (buffer_capacity="
+                          f"{cfg.learner.buffer_capacity}) but the largest node offers Ray "
+                          f"{node_mem / 2**30:.1f} GiB")
+    for name in ("tls_cert", "tls_key"):
+        path = getattr(cfg.learner, name)
+        if path and not Path(path).is_file():
+            raise ConfigError(f"learner.{name}: no such file {path}")
+    warnings = []
+    total = sum(r.get("CPU", 0) for r in nodes)
+    need = cfg.learner.num_cpus + cfg.actors.num_actors * cfg.actors.num_cpus
+    if need > total:
+        warnings.append(f"the job asks for {need:g} CPUs and the cluster has {total:g}: "
+                        "some env actors will wait for a free CPU")
+    return warnings
+
+
+def secure(cfg: JobConfig) -> JobConfig:
+    """Beyond loopback the learner needs a token: make a per-job one unless the config has one.
+    It goes to the learner and the actors through Ray, never to runs/ or the log."""
+    lc = cfg.learner
+    if is_loopback(lc.host) or lc.token:
+        return cfg
+    return cfg.model_copy(update={"learner": lc.model_copy(
+        update={"token": secrets.token_urlsafe(32)})})
+
+
+def redacted(cfg: JobConfig) -> str:
+    """The resolved config as written to runs/<job>/config.yaml: secrets replaced."""
+    lc = cfg.learner
+    if lc.token:
+        cfg = cfg.model_copy(update={"learner": lc.model_copy(update={"token": REDACTED})})
+    return dump_config(cfg)
+
+
+def fixed_port(cfg: JobConfig) -> JobConfig:
+    """A restarted learner must come back where the actors dial: pin port 0 to a free port."""
+    if cfg.learner.port:
+        return cfg
+    family = socket.AF_INET6 if ":" in cfg.learner.host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((cfg.learner.host, 0))
+        port = s.getsockname()[1]
+    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"port": port})})
+
+
+class LearnerWatch:
+    """Tells a slow learner from a dead one and keeps the books on restarts."""
+
+    def __init__(self, learner, timeout_s: float, start: float):
+        self.learner, self.timeout_s, self.start = learner, timeout_s, start
+        self.learner_id: str | None = None
+        self.last: dict = {}  # newest good status before a crash
+        self.down_since: float | None = None
+        self.restarts: list[dict] = []
+
+    def alive(self) -> bool:
+        try:
+            ray.get(self.learner.ping.remote(), timeout=5)
+            return True
+        except LEARNER_DOWN:
+            return False
+
+    def observe(self, ls: dict, now: float) -> bool:
+        """True when `ls` is a usable status; records a restart when the learner's id changed."""
+        if "error" in ls:
+            if self.alive():  # alive yet failing: its training thread died; not a crash to ride out
+                raise RuntimeError(ls["error"])
+            if self.down_since is None:
+                self.down_since = now
+                print(f"[herd] learner unreachable ({ls['error']}); waiting for Ray to restart it",
+                      flush=True)
+            if now - self.down_since > self.timeout_s:
+                raise RuntimeError(f"the learner stayed down for {self.timeout_s:.0f}s")
+            return False
+        if self.learner_id is not None and ls["learner_id"] != self.learner_id:
+            self._restarted(ls, now)
+        self.learner_id, self.down_since = ls["learner_id"], None
+        self.last = ls
+        return True
+
+    def _restarted(self, ls: dict, now: float) -> None:
+        ck = ls.get("restored") or {"updates": 0, "received": 0, "inserted": 0, "path": None}
+        rec = {
+            "at_s": round(now - self.start, 1),
+            "down_s": round(now - (self.down_since or now), 1),
+            "checkpoint": ck.get("path"),
+            "replay": ck.get("replay", "absent"),
+            "checkpoint_updates": ck["updates"],
+            "checkpoint_received": ck["received"],
+            "last_seen_updates": self.last.get("updates", 0),
+            "last_seen_received": self.last.get("received", 0),
+        }
+        # Lower bounds: the learner may have gone on for up to one status poll after last_seen.
+        rec["updates_lost"] = max(0, rec["last_seen_updates"] - ck["updates"])
+        rec["transitions_lost"] = max(0, rec["last_seen_received"] - ck["received"])
+        self.restarts.append(rec)
+        print(f"[herd] learner restarted from {ck.get('path') or 'scratch'}: lost >= "
+              f"{rec['updates_lost']} updates and >= {rec['transitions_lost']} transitions "
+              "since that checkpoint", flush=True)
+
+    def call(self, method: str, *args, timeout: float | None = None):
+        """A learner call that waits out a restart (the restarted learner answers it)."""
+        deadline = time.monotonic() + (timeout or self.timeout_s)
+        while True:
+            try:
+                return ray.get(getattr(self.learner, method).remote(*args), timeout=30)
+            except LEARNER_DOWN:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+
 def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -> dict:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_config(cfg))
-    start = time.monotonic()
-    # ---- the env spec every component agrees on ----
+    # ---- refuse what can never run, before any process starts ----
     from cluster.config import check_env
 
     d = check_env(cfg)
+    for warning in check_cluster(cfg, d):
+        print(f"[herd] warning: {warning}", flush=True)
+    gpus = learner_gpus(cfg)
+    cfg = fixed_port(secure(cfg))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(redacted(cfg))
+    start = time.monotonic()
+    # ---- the env spec every component agrees on ----
     spec = codec.spec_to_proto(cfg.env.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"])
     # ---- learner (GPU) -> controller -> env actors (CPU) ----
+    ckpt_dir = str(run_dir / "checkpoint")
     learner = ray.remote(Learner).options(
-        name=f"{job_id}-learner", namespace=NAMESPACE, num_gpus=learner_gpus(cfg),
+        name=f"{job_id}-learner", namespace=NAMESPACE, num_gpus=gpus,
         num_cpus=cfg.learner.num_cpus, max_concurrency=16,
-    ).remote(cfg.learner, spec, resume)
+        max_restarts=cfg.learner.max_restarts,
+    ).remote(cfg.learner, spec, resume, ckpt_dir)
     address = ray.get(learner.address.remote())
+    watch = LearnerWatch(learner, cfg.learner.down_timeout_s, start)
     controller = ray.remote(Controller).options(
         name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
     ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
@@ -66,14 +223,17 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         time.sleep(cfg.run.log_every_s)
         st = ray.get(controller.status.remote())
         ls, now = st["learner"], time.monotonic()
-        if "error" in ls:
-            raise RuntimeError(ls["error"])
+        restarts = len(watch.restarts)
+        if not watch.observe(ls, now):
+            continue
+        if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
+            prev = (now, ls["received"], ls["updates"])
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
             evals.append({**ray.get(pending_eval), "time_s": now - start,
                           "env_steps": ls["received"], "updates": ls["updates"]})
             pending_eval = None
         if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
-            weights = ray.get(learner.weights.remote())
+            weights = watch.call("weights")
             pending_eval = evaluator.remote(cfg.env, weights, cfg.run.eval_episodes)
             last_eval = now
         row = progress_row(st, evals, now - start, prev)
@@ -83,8 +243,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
                                                 "max_seconds": cfg.run.max_seconds}))
         print(format_row(row), flush=True)
         if now - last_ckpt >= cfg.run.checkpoint_every_s:
-            ray.get(learner.save.remote(str(run_dir / "checkpoint"), cfg.run.save_replay))
-            last_ckpt = now
+            try:
+                ray.get(learner.save.remote(ckpt_dir, cfg.run.save_replay))
+                last_ckpt = now
+            except LEARNER_DOWN:  # died while saving: the next poll sees it
+                pass
         target = cfg.run.target_return
         if cfg.run.stop_at_target and target is not None and evals and evals[-1]["mean_return"] >= target:
             reason = "target_return"
@@ -100,12 +263,13 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
     ray.get(controller.scale.remote(0))
-    ray.get(learner.save.remote(str(run_dir / "checkpoint"), cfg.run.save_replay))
-    weights = ray.get(learner.weights.remote())
-    final_learner = ray.get(learner.stop.remote())
+    watch.call("save", ckpt_dir, cfg.run.save_replay)
+    weights = watch.call("weights")
+    final_learner = watch.call("stop")
     final_eval = ray.get(evaluator.remote(cfg.env, weights, cfg.run.eval_episodes))
     metrics.close()
     actors_final = ray.get(controller.status.remote())["retired"]
+    acked = int(sum(a.get("acked", 0) for a in actors_final))
     summary = {
         "job_id": job_id,
         "env": cfg.env.id,
@@ -118,8 +282,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         "evaluations": evals,
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
-        "actor_acked": int(sum(a.get("acked", 0) for a in actors_final)),
-        "checkpoint": str(run_dir / "checkpoint"),
+        "actor_acked": acked,
+        "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
+        "checkpoint": ckpt_dir,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"[herd] done ({reason}): final deterministic eval return "
@@ -128,6 +293,23 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     ray.kill(controller)
     ray.kill(learner)
     return summary
+
+
+def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[dict]) -> dict:
+    """What crashes cost. Learner restarts lose what came after the checkpoint they restore;
+    actors ack only what a learner accepted, so acked - received counts exactly the
+    transitions a dead learner had accepted after its last checkpoint (exact while no env
+    actor died: a restarted actor's counters start again from 0)."""
+    return {
+        "learner_restarts": len(restarts),
+        "restarts": restarts,
+        "updates_lost": sum(r["updates_lost"] for r in restarts),
+        "transitions_lost_at_least": sum(r["transitions_lost"] for r in restarts),
+        "transitions_lost": max(0, acked - int(final["received"])),
+        "env_errors": int(sum(a.get("env_errors", 0) for a in actors)),
+        "actor_reconnects": int(sum(a.get("reconnects", 0) for a in actors)),
+        "rejected_batches": int(final.get("rejected_batches", 0)),
+    }
 
 
 def progress_row(st: dict, evals: list, elapsed: float, prev: tuple) -> dict:
@@ -160,7 +342,7 @@ def progress_row(st: dict, evals: list, elapsed: float, prev: tuple) -> dict:
 
 
 def format_row(r: dict) -> str:
-    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"
     return (f"[herd] t={r['time_s']:.0f}s steps={r['env_steps']} ({r['env_steps_per_s']:.0f}/s) "
             f"updates={r['updates']} ({r['updates_per_s']:.0f}/s) buffer={r['replay_size']} "
             f"actors={r['actors']} lag={r['policy_lag']:.1f} train_return={fmt(r['train_return'])} "
@@ -173,10 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-dir", required=True)
     p.add_argument("--resume", default=None, help="checkpoint directory to continue from")
     args = p.parse_args(argv)
-    cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
-    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
-             log_to_driver=True)
-    run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume)
+    from actors.envs import EnvError
+
+    try:
+        cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
+                 log_to_driver=True)
+        run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume)
+    except (ConfigError, EnvError) as e:
+        print(f"herd: {e}", file=sys.stderr, flush=True)
+        return 2
     return 0
 
 

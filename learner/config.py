@@ -74,6 +74,10 @@ class LearnerConfig(BaseModel):
     """Ray CPUs reserved for the learner actor."""
     num_threads: int = Field(1, ge=1)
     """torch CPU threads for the learner process."""
+    max_restarts: int = Field(3, ge=-1)
+    """Ray restarts of a dead learner, each from the job's latest checkpoint (-1: always)."""
+    down_timeout_s: float = Field(180.0, gt=0)
+    """How long the driver waits for a dead learner to come back before failing the job."""
     seed: int = 0
 
     @model_validator(mode="after")

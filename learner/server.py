@@ -14,6 +14,7 @@ from concurrent import futures
 from typing import Protocol
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from learner.publisher import WeightPublisher
 from learner.validate import BatchRejected, Session, spec_mismatch, validate
@@ -50,7 +51,7 @@ def parse_batch(raw: bytes):
     (INVALID_ARGUMENT) instead of gRPC aborting the whole call with INTERNAL."""
     try:
         return pb.TransitionBatch.FromString(raw)
-    except Exception as e:  # google.protobuf.message.DecodeError and friends
+    except (DecodeError, ValueError, RuntimeError) as e:
         return Unparsable(len(raw), f"{type(e).__name__}: {e}")
 
 

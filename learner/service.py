@@ -208,29 +208,29 @@ class Learner:
         with self._count_lock:
             lags = list(self._lags)
             received, rejected, nbytes = self.received, self.rejected, self.bytes_received
-        return dict(
-            learner_id=self.learner_id,
-            policy_version=self.publisher.version,
-            updates=self.updates,
-            received=received,
-            inserted=self.buffer.inserted,
-            rejected_batches=rejected,
-            replay_size=self.buffer.size,
-            replay_capacity=self.buffer.capacity,
-            updates_per_s=self._rates[0],
-            inserts_per_s=self._rates[1],
-            mean_policy_lag=float(np.mean(lags)) if lags else 0.0,
-            bytes_received=nbytes,
-            gpu_mem_allocated=mem[0],
-            gpu_mem_reserved=mem[1],
-            device=str(self.device),
-            losses=dict(zip(LOSS_NAMES, self._losses.tolist())),
+        return {
+            "learner_id": self.learner_id,
+            "policy_version": self.publisher.version,
+            "updates": self.updates,
+            "received": received,
+            "inserted": self.buffer.inserted,
+            "rejected_batches": rejected,
+            "replay_size": self.buffer.size,
+            "replay_capacity": self.buffer.capacity,
+            "updates_per_s": self._rates[0],
+            "inserts_per_s": self._rates[1],
+            "mean_policy_lag": float(np.mean(lags)) if lags else 0.0,
+            "bytes_received": nbytes,
+            "gpu_mem_allocated": mem[0],
+            "gpu_mem_reserved": mem[1],
+            "device": str(self.device),
+            "losses": dict(zip(LOSS_NAMES, self._losses.tolist())),
             # beyond proto LearnerStatus: for the driver's fault accounting and the soak
-            pid=os.getpid(),
-            rss_bytes=_rss_bytes(),
-            restarted=self.restarted,
-            restored=self.restored,
-        )
+            "pid": os.getpid(),
+            "rss_bytes": _rss_bytes(),
+            "restarted": self.restarted,
+            "restored": self.restored,
+        }
 
     def status(self) -> pb.LearnerStatus:
         fields = pb.LearnerStatus.DESCRIPTOR.fields_by_name
@@ -282,9 +282,9 @@ class Learner:
                 replay = "skipped: from a different save than model.pt"
                 log.warning("%s/replay.pt is not of the same save as model.pt; starting with "
                             "an empty buffer", p)
-        self.restored = dict(path=str(p), updates=self.updates, received=self.received,
-                             inserted=self.buffer.inserted, policy_version=self._base_version,
-                             replay=replay)
+        self.restored = {"path": str(p), "updates": self.updates, "received": self.received,
+                             "inserted": self.buffer.inserted, "policy_version": self._base_version,
+                             "replay": replay}
 
     def ping(self) -> str:
         return self.learner_id
@@ -310,8 +310,8 @@ def _restarted_by_ray() -> bool:
             ctx = ray.get_runtime_context()
             if ctx.get_actor_id() is not None and ctx.was_current_actor_reconstructed:
                 return True
-    except Exception:
-        pass
+    except (ImportError, RuntimeError, AttributeError):  # not in a Ray actor
+        return False
     return False
 
 
