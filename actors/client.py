@@ -45,6 +45,7 @@ class LearnerClient:
         self.policy_version = 0
         self.stats = collections.Counter()
         self.push_latency_s = 0.0
+        self.wait_s = 0.0  # total time push() blocked on a full window
         self.reconnects = 0
         self._closed = threading.Event()
         self._connected = threading.Event()
@@ -59,7 +60,11 @@ class LearnerClient:
     def push(self, arrays: dict, policy_version: int) -> None:
         """Queue one batch; blocks while the window is full. Never drops."""
         with self._lock:
-            self._lock.wait_for(lambda: len(self._pending) < self.window or self._closed.is_set())
+            if len(self._pending) >= self.window:  # backpressure: the learner is behind
+                t0 = time.monotonic()
+                self._lock.wait_for(
+                    lambda: len(self._pending) < self.window or self._closed.is_set())
+                self.wait_s += time.monotonic() - t0
             if self._closed.is_set():
                 raise RuntimeError("client closed")
             self._seq += 1
@@ -71,6 +76,11 @@ class LearnerClient:
             self.stats["bytes_sent"] += batch.ByteSize()
             if self._outbox is not None:
                 self._outbox.put(batch)
+
+    @property
+    def in_flight(self) -> int:
+        """Batches pushed and not yet acknowledged (at most `window`)."""
+        return len(self._pending)
 
     def flush(self, timeout: float) -> bool:
         """Wait until every pushed batch is acknowledged."""

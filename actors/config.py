@@ -37,6 +37,11 @@ class ActorConfig(BaseModel):
     """Unacknowledged batches in flight; a full window blocks stepping (backpressure)."""
     num_cpus: float = Field(1.0, gt=0)
     """Ray CPUs reserved per actor."""
+    step_threads: int = Field(0, ge=0)
+    """Threads stepping the envs (MuJoCo fast path only; mj_step releases the GIL).
+    0: one per whole Ray CPU reserved (num_cpus), at most num_envs."""
+    fast_mujoco: bool = True
+    """Step gymnasium MuJoCo envs below gymnasium's wrappers (same results); off: env.step."""
     max_restarts: int = -1
     """Ray restarts of a dead actor (-1: always)."""
     reconnect_initial_s: float = Field(0.2, gt=0)

@@ -17,8 +17,9 @@ import torch
 
 from actors.client import LearnerClient
 from actors.config import ActorConfig, EnvConfig
-from actors.envs import describe, make_env
+from actors.envs import describe
 from actors.policy import MLPPolicy
+from actors.stepper import VecStepper
 from proto import codec
 
 log = logging.getLogger("herd.actor")
@@ -29,8 +30,10 @@ class EnvActor:
                  token: str | None = None, seed: int = 0):
         torch.set_num_threads(1)
         self.actor_id, self.env_cfg, self.cfg = actor_id, env_cfg, cfg
-        self.envs = [make_env(env_cfg) for _ in range(cfg.num_envs)]
-        d = describe(self.envs[0])
+        threads = cfg.step_threads or max(1, int(cfg.num_cpus))
+        self.stepper = VecStepper(env_cfg, cfg.num_envs, seed=seed, threads=threads,
+                                  fast=cfg.fast_mujoco)
+        d = describe(self.stepper.envs[0])
         self.low, self.high = d["action_low"], d["action_high"]
         spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                    self.low, self.high)
@@ -44,34 +47,21 @@ class EnvActor:
         self.episodes = 0
         self.returns: collections.deque[float] = collections.deque(maxlen=100)
         self.lengths: collections.deque[int] = collections.deque(maxlen=100)
-        self.env_errors = 0
-        self._seed = seed
+        self._lags: collections.deque[int] = collections.deque(maxlen=64)
         self._started = time.monotonic()
+        self._rate = (self._started, 0, 0.0)  # (time, steps, steps/s) of the last stats() call
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="herd-step")
         self._thread.start()
 
+    @property
+    def env_errors(self) -> int:
+        return self.stepper.env_errors
+
     def _on_weights(self, weights) -> None:
         # Built off the stepping thread, then swapped in with one assignment: no stall.
         self._policy = MLPPolicy(weights, self.low, self.high)
-
-    def _reset(self, i: int) -> np.ndarray:
-        obs, _ = self.envs[i].reset(seed=self._seed * 10_007 + i * 101 + self.episodes)
-        return np.asarray(obs, np.float32).ravel()
-
-    def _step_env(self, i: int, action: np.ndarray):
-        """env.step, recreating the env (error logged once per kind) if it raises."""
-        try:
-            return self.envs[i].step(action)
-        except Exception as e:
-            self.env_errors += 1
-            if self.env_errors == 1:
-                log.exception("env %d of %s raised in step; recreating it", i, self.actor_id)
-            else:
-                log.debug("env %d raised again: %r", i, e)
-            self.envs[i] = make_env(self.env_cfg)
-            return None
 
     def _run(self) -> None:
         try:
@@ -82,64 +72,64 @@ class EnvActor:
 
     def _loop(self) -> None:
         E, K = self.cfg.num_envs, self.cfg.steps_per_push
-        obs = np.stack([self._reset(i) for i in range(E)])
-        d = obs.shape[1]
+        st = self.stepper
         a_dim = self.low.shape[0]
         rows = K * E
+        # One preallocated batch; every vector step fills E rows of it in place.
         buf = {
-            "obs": np.empty((rows, d), np.float32),
+            "obs": np.empty((rows, st.obs_dim), np.float32),
             "action": np.empty((rows, a_dim), np.float32),
             "reward": np.empty(rows, np.float32),
-            "next_obs": np.empty((rows, d), np.float32),
+            "next_obs": np.empty((rows, st.obs_dim), np.float32),
             "terminated": np.empty(rows, np.uint8),
         }
-        ep_ret = np.zeros(E)
-        ep_len = np.zeros(E, np.int64)
         n = 0
         version = 0
         while not self._stop.is_set():
             policy = self._policy
+            s = slice(n, n + E)
+            # ---- hot loop: act on all E observations at once, step, write rows in place ----
+            buf["obs"][s] = st.obs
             if self.steps < self.cfg.warmup_steps or policy is None:
-                action = self.rng.uniform(self.low, self.high, (E, a_dim)).astype(np.float32)
+                buf["action"][s] = self.rng.uniform(self.low, self.high, (E, a_dim))
                 version = 0
             else:
-                action = policy.act(obs)
+                buf["action"][s] = policy.act(st.obs)
                 version = policy.version
-            for i in range(E):
-                out = self._step_env(i, action[i])
-                if out is None:  # env recreated: no transition from the failed step
-                    obs[i] = self._reset(i)
-                    ep_ret[i], ep_len[i] = 0, 0
-                    continue
-                nxt, r, term, trunc, _ = out
-                nxt = np.asarray(nxt, np.float32).ravel()
-                buf["obs"][n] = obs[i]
-                buf["action"][n] = action[i]
-                buf["reward"][n] = r
-                buf["next_obs"][n] = nxt
-                buf["terminated"][n] = bool(term)
-                n += 1
-                self.steps += 1
-                ep_ret[i] += r
-                ep_len[i] += 1
-                if term or trunc:
-                    self.returns.append(float(ep_ret[i]))
-                    self.lengths.append(int(ep_len[i]))
-                    self.episodes += 1
-                    ep_ret[i], ep_len[i] = 0, 0
-                    obs[i] = self._reset(i)
-                else:
-                    obs[i] = nxt
-                if n == rows:
-                    self.client.push({k: v.copy() for k, v in buf.items()}, version)
-                    n = 0
+            out = st.step(buf["action"][s], buf["next_obs"][s], buf["reward"][s],
+                          buf["terminated"][s])
+            got = E
+            if not out.ok.all():  # a recreated env's row is no transition: close the gap
+                keep = np.flatnonzero(out.ok) + n
+                got = len(keep)
+                for v in buf.values():
+                    v[n:n + got] = v[keep]
+            n += got
+            self.steps += got
+            for ret, length in out.episodes:
+                self.returns.append(ret)
+                self.lengths.append(length)
+            self.episodes += len(out.episodes)
+            if n + E > rows:
+                self._push(buf, n, version)
+                n = 0
         if n:  # what was stepped before stop still reaches the learner
-            self.client.push({k: v[:n].copy() for k, v in buf.items()}, version)
+            self._push(buf, n, version)
+
+    def _push(self, buf: dict, n: int, version: int) -> None:
+        # push() packs (copies) the rows into the message before returning: no copy here.
+        self._lags.append(max(0, self.client.policy_version - version) if version else 0)
+        self.client.push({k: v[:n] for k, v in buf.items()}, version)
 
     # ---- control (Ray calls; concurrent with stepping) ----
     def stats(self) -> dict:
         c = self.client.stats
-        elapsed = max(time.monotonic() - self._started, 1e-9)
+        now = time.monotonic()
+        elapsed = max(now - self._started, 1e-9)
+        t0, s0, recent = self._rate
+        if now - t0 >= 1.0:  # steps/s since the previous call (at least 1 s apart)
+            recent = (self.steps - s0) / (now - t0)
+            self._rate = (now, self.steps, recent)
         return {
             "actor_id": self.actor_id,
             "pid": os.getpid(),
@@ -152,8 +142,14 @@ class EnvActor:
             "mean_return": float(np.mean(self.returns)) if self.returns else None,
             "mean_length": float(np.mean(self.lengths)) if self.lengths else None,
             "steps_per_s": self.steps / elapsed,
+            "recent_steps_per_s": recent,
             "policy_version": self.client.policy_version,
+            "policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
             "push_latency_ms": 1e3 * self.client.push_latency_s,
+            "push_wait_s": self.client.wait_s,
+            "in_flight": self.client.in_flight,
+            "fast_path": self.stepper.fast,
+            "step_threads": self.stepper.threads,
             "reconnects": self.client.reconnects,
             "env_errors": self.env_errors,
             "error": repr(self._error) if self._error else None,
@@ -166,6 +162,5 @@ class EnvActor:
         self.client.flush(timeout)
         stats = self.stats()
         self.client.close()
-        for env in self.envs:
-            env.close()
+        self.stepper.close()
         return stats

@@ -1,0 +1,269 @@
+"""Env steps/s: the raw gymnasium ceiling vs Herd's actors feeding a live learner, in one run.
+
+1. Ceiling: N plain processes (multiprocessing, no Ray, no gRPC), each stepping E gymnasium
+   envs in gymnasium's own loop with the same 256x256 CPU policy (1 torch thread) choosing the
+   actions, for N in --counts.
+2. Herd: N EnvActors as Ray actors (num_cpus=1 each) pushing over gRPC to a live Learner in
+   this process (GPU when present, replay_ratio null: it updates flat out while ingesting).
+   The figure is transitions entering the replay buffer per second (learner-side count).
+3. Extra rows with --threaded: fewer actors, each stepping its envs on several threads.
+
+    python bench/actors.py               # the full run (~3 min on the 16-core H200 box)
+    python bench/actors.py --quick       # tiny, on a laptop CPU in ~1 min
+
+Writes bench/results/actors-<machine>.json (flat records) and a PNG scaling plot beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: bench/actors.py must not shadow actors/
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
+
+import numpy as np
+import torch
+from rich.table import Table
+
+from bench.common import console, header, progress, result_path, save
+
+
+def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
+    """PolicyWeights of a freshly initialised tanh-Gaussian MLP (what the learner publishes)."""
+    from proto import codec
+
+    torch.manual_seed(0)
+    sizes = [obs_dim, *hidden, 2 * act_dim]
+    tensors = {}
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        lin = torch.nn.Linear(a, b)
+        tensors[f"l{i}.weight"] = lin.weight.detach().numpy()
+        tensors[f"l{i}.bias"] = lin.bias.detach().numpy()
+    return codec.pack_weights(tensors, 1, -5.0, 2.0)
+
+
+def ceiling_worker(env_id: str, num_envs: int, warmup: float, seconds: float, seed: int, q) -> None:
+    """gymnasium's loop + the CPU policy, nothing else; puts env steps/s over `seconds`."""
+    import gymnasium as gym
+
+    from actors.policy import MLPPolicy
+
+    torch.set_num_threads(1)
+    envs = [gym.make(env_id) for _ in range(num_envs)]
+    obs = np.stack([np.asarray(e.reset(seed=seed * 100 + i)[0], np.float32)
+                    for i, e in enumerate(envs)])
+    space = envs[0].action_space
+    policy = MLPPolicy(random_policy_weights(obs.shape[1], space.shape[0]), space.low, space.high)
+    steps, t_start = 0, time.monotonic()
+    t0 = None
+    while True:
+        now = time.monotonic()
+        if t0 is None and now - t_start >= warmup:
+            t0, steps = now, 0
+        if t0 is not None and now - t0 >= seconds:
+            break
+        action = policy.act(obs)
+        for i, e in enumerate(envs):
+            o, r, term, trunc, _ = e.step(action[i])
+            if term or trunc:
+                o, _ = e.reset()
+            obs[i] = o
+        steps += num_envs
+    q.put(steps / (time.monotonic() - t0))
+
+
+def measure_ceiling(env_id: str, n: int, args) -> float:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=ceiling_worker, args=(env_id, args.envs, args.warmup, args.seconds, i, q))
+             for i in range(n)]
+    for p in procs:
+        p.start()
+    rates = [q.get(timeout=args.warmup + args.seconds + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    return float(sum(rates))
+
+
+def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -> dict:
+    from actors.config import ActorConfig
+
+    cfg = ActorConfig(num_actors=n, num_envs=args.envs, steps_per_push=args.steps_per_push,
+                      warmup_steps=0, window=args.window, num_cpus=threads, step_threads=threads)
+    actors = [actor_cls.options(num_cpus=threads).remote(f"bench-{n}-{i}", env_cfg, cfg,
+                                                         learner.address(), None, i)
+              for i in range(n)]
+    try:
+        deadline = time.monotonic() + 120
+        while min(s["steps"] for s in ray.get([a.stats.remote() for a in actors])) == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("actors did not start stepping")
+            time.sleep(0.2)
+        time.sleep(args.warmup)
+        ray.get([a.stats.remote() for a in actors])  # start each actor's recent-rate window
+        st0, t0 = learner.status_dict(), time.monotonic()
+        time.sleep(args.seconds)
+        st1, t1 = learner.status_dict(), time.monotonic()
+        stats = ray.get([a.stats.remote() for a in actors])
+    finally:
+        finals = ray.get([a.stop.remote() for a in actors])
+        for a in actors:
+            ray.kill(a)
+    dt = t1 - t0
+    errors = [s["error"] for s in finals if s["error"]]
+    return dict(
+        env_steps_per_s=(st1["inserted"] - st0["inserted"]) / dt,
+        actor_steps_per_s=sum(s["recent_steps_per_s"] for s in stats),
+        updates_per_s=(st1["updates"] - st0["updates"]) / dt,
+        mb_per_s=(st1["bytes_received"] - st0["bytes_received"]) / dt / 1e6,
+        push_latency_ms=float(np.mean([s["push_latency_ms"] for s in stats])),
+        push_wait_s=float(np.mean([s["push_wait_s"] for s in finals])),
+        policy_lag=float(np.mean([s["policy_lag"] for s in stats])),
+        learner_policy_lag=st1["mean_policy_lag"],
+        fast_path=all(s["fast_path"] for s in stats),
+        sent=sum(s["sent"] for s in finals),
+        acked=sum(s["acked"] for s in finals),
+        errors=errors,
+    )
+
+
+def plot(records: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    main = sorted((r for r in records if r["step_threads"] == 1), key=lambda r: r["actors"])
+    xs = [r["actors"] for r in main]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ax.plot(xs, [r["ceiling_steps_per_s"] for r in main], "o-", label="gymnasium ceiling (no Ray/gRPC)")
+    ax.plot(xs, [r["env_steps_per_s"] for r in main], "s-", label="Herd: into the replay buffer")
+    if main:
+        ax.plot(xs, [main[0]["ceiling_steps_per_s"] * x for x in xs], ":", c="gray", label="linear")
+    for r in records:
+        if r["step_threads"] > 1:
+            ax.plot(r["actors"], r["env_steps_per_s"], "^", c="C2")
+            ax.annotate(f"{r['step_threads']} threads/actor", (r["actors"], r["env_steps_per_s"]),
+                        fontsize=7, xytext=(4, -10), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel("actor processes")
+    ax.set_ylabel("env steps / s")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="Humanoid-v5")
+    ap.add_argument("--counts", default="1,2,4,8,16", help="actor process counts")
+    ap.add_argument("--envs", type=int, default=8, help="envs per process")
+    ap.add_argument("--steps-per-push", type=int, default=32)
+    ap.add_argument("--window", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=8.0, help="measured window per point")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--threaded", default="1,4", help="actor counts rerun with several step threads")
+    ap.add_argument("--quick", action="store_true", help="tiny run for a CPU box")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.counts, args.seconds, args.warmup, args.threaded = "1,2", 3.0, 1.0, "1"
+    counts = [int(c) for c in args.counts.split(",")]
+    threaded = [int(c) for c in args.threaded.split(",") if c]
+    cores = os.cpu_count() or 1
+    info = header("Herd actors vs the gymnasium ceiling")
+    out = result_path("actors", args.out, args.quick)
+
+    import ray
+
+    from actors.config import EnvConfig
+    from actors.env_actor import EnvActor
+    from actors.envs import describe, make_env
+    from learner.config import LearnerConfig
+    from learner.service import Learner
+    from proto import codec
+
+    env_cfg = EnvConfig(id=args.env)
+    records: list[dict] = []
+    ceilings: dict[int, float] = {}
+    with progress() as prog:
+        task = prog.add_task("ceiling", total=len(counts))
+        for n in counts:
+            prog.update(task, description=f"ceiling: {n} processes")
+            ceilings[n] = measure_ceiling(args.env, n, args)
+            console.print(f"  ceiling {n:>2} processes: {ceilings[n]:>9,.0f} env steps/s")
+            prog.advance(task)
+
+    d = describe(make_env(env_cfg))
+    spec = codec.spec_to_proto(args.env, d["obs_shape"], d["obs_dtype"], d["action_shape"],
+                               d["action_low"], d["action_high"])
+    lcfg = LearnerConfig(replay_ratio=None, min_replay_size=10_000, buffer_capacity=1_000_000,
+                         batch_size=256, staging_batches=64, max_batch=4096)
+    learner = Learner(lcfg, spec)
+    console.print(f"  learner on {learner.device}, replay_ratio null, batch {lcfg.batch_size}")
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [root] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
+    actor_cls = ray.remote(max_restarts=0)(EnvActor)
+    runs = [(n, 1) for n in counts] + [(n, max(2, min(args.envs, (cores - 1) // n))) for n in threaded]
+    try:
+        with progress() as prog:
+            task = prog.add_task("herd", total=len(runs))
+            for n, threads in runs:
+                prog.update(task, description=f"herd: {n} actors x {threads} threads")
+                m = measure_herd(learner, ray, actor_cls, env_cfg, n, threads, args)
+                ceiling = ceilings.get(n, float("nan"))
+                rec = dict(info, env=args.env, actors=n, envs_per_actor=args.envs,
+                           step_threads=threads, env_steps_per_s=round(m.pop("env_steps_per_s"), 1),
+                           ceiling_steps_per_s=round(ceiling, 1), **m,
+                           device=str(learner.device), batch=lcfg.batch_size,
+                           steps_per_push=args.steps_per_push)
+                rec["ratio_to_ceiling"] = round(rec["env_steps_per_s"] / ceiling, 3)
+                records.append(rec)
+                save(records, out)  # survives a killed run
+                console.print(f"  herd {n:>2} actors x {threads} threads: "
+                              f"{rec['env_steps_per_s']:>9,.0f} env steps/s into the buffer "
+                              f"({rec['ratio_to_ceiling']:.2f} of ceiling), "
+                              f"{m['updates_per_s']:,.0f} updates/s, lag {m['policy_lag']:.2f}")
+                prog.advance(task)
+    finally:
+        learner.stop()
+        ray.shutdown()
+
+    table = Table(title=f"{args.env}, {args.envs} envs/process on {info['machine']} "
+                        f"({cores} cores, torch {info['torch']})")
+    for col in ("actors", "threads", "ceiling", "herd → buffer", "ratio", "updates/s",
+                "push ms", "lag"):
+        table.add_column(col, justify="right")
+    for r in records:
+        table.add_row(str(r["actors"]), str(r["step_threads"]), f"{r['ceiling_steps_per_s']:,.0f}",
+                      f"{r['env_steps_per_s']:,.0f}", f"{r['ratio_to_ceiling']:.2f}",
+                      f"{r['updates_per_s']:,.0f}", f"{r['push_latency_ms']:.1f}",
+                      f"{r['policy_lag']:.2f}")
+    console.print(table)
+    base = records[0] if records else None
+    top = max((r for r in records if r["step_threads"] == 1), key=lambda r: r["actors"], default=None)
+    if base and top and top is not base:
+        eff = top["env_steps_per_s"] / (top["actors"] * base["env_steps_per_s"])
+        console.print(f"scaling 1 -> {top['actors']} actors: {eff:.0%} of linear (Herd), "
+                      f"{top['ceiling_steps_per_s'] / (top['actors'] * base['ceiling_steps_per_s']):.0%} "
+                      f"(ceiling); Herd/ceiling at {top['actors']}: {top['ratio_to_ceiling']:.2f}")
+    png = out.with_suffix(".png")
+    plot(records, png, f"{args.env} on {info['machine']}, {cores} cores, learner live on {learner.device}")
+    console.print(f"wrote {out} and {png}")
+    return records
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""What every bench script shares: the machine's name, the header line, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+RESULTS = Path(__file__).resolve().parent / "results"
+console = Console()
+
+
+def machine_name() -> str:
+    """The GPU's name (e.g. "NVIDIA H200"), or the CPU's when there is none."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "cpu"
+
+
+def command() -> str:
+    return "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+
+
+def header(title: str) -> dict:
+    """Print and return machine, torch version, cores and the command line."""
+    info = dict(machine=machine_name(), torch=torch.__version__, cores=os.cpu_count(),
+                command=command())
+    console.print(f"[bold]{title}[/]  {info['machine']}  torch {info['torch']}  "
+                  f"cores {info['cores']}\n  $ {info['command']}")
+    return info
+
+
+def result_path(kind: str, out: str | None, quick: bool, ext: str = "json") -> Path:
+    """bench/results/<kind>-<machine>.<ext>; quick runs go to /tmp so they never overwrite."""
+    if out:
+        return Path(out).with_suffix("." + ext)
+    base = Path("/tmp/herd-bench") if quick else RESULTS
+    base.mkdir(parents=True, exist_ok=True)
+    return base / f"{kind}-{slug(machine_name())}.{ext}"
+
+
+def save(records: list[dict], path: Path) -> None:
+    path.write_text(json.dumps(records, indent=1) + "\n")
+
+
+def progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), console=console)

@@ -1,0 +1,27 @@
+"""EnvActor against a real in-process learner: rows arrive, counts agree, metrics are filled."""
+
+import time
+
+from actors.config import ActorConfig
+from actors.env_actor import EnvActor
+
+
+def test_actor_feeds_learner_and_counts_agree(make_learner, env_cfg):
+    learner = make_learner(min_replay_size=200, buffer_capacity=20_000, replay_ratio=None)
+    cfg = ActorConfig(num_envs=4, steps_per_push=8, warmup_steps=64, window=2, step_threads=2)
+    actor = EnvActor("t0", env_cfg, cfg, learner.address(), seed=1)
+    deadline = time.monotonic() + 30
+    while (actor.steps < 2_000 or not actor.client.policy_version) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = actor.stop()
+    assert stats["error"] is None
+    assert stats["fast_path"] and stats["step_threads"] == 2
+    assert stats["steps"] >= 2_000 and stats["episodes"] > 0
+    assert stats["sent"] == stats["steps"] == stats["acked"]
+    assert stats["bytes_sent"] > stats["steps"] * 4 * 4 * 2
+    assert stats["policy_version"] >= 1 and stats["policy_lag"] >= 0
+    assert stats["push_latency_ms"] > 0
+    deadline = time.monotonic() + 10
+    while learner.buffer.inserted < stats["sent"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert learner.received == learner.buffer.inserted == stats["sent"]
