@@ -229,12 +229,14 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
             prev = (now, ls["received"], ls["updates"])
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
-            evals.append({**ray.get(pending_eval), "time_s": now - start,
-                          "env_steps": ls["received"], "updates": ls["updates"]})
+            # stamped with when its weights were taken, not when it finished
+            evals.append({**ray.get(pending_eval), **eval_taken})
             pending_eval = None
         if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
             weights = watch.call("weights")
             pending_eval = evaluator.remote(cfg.env, weights, cfg.run.eval_episodes)
+            eval_taken = {"time_s": now - start, "unix_time": time.time(),
+                          "env_steps": ls["received"], "updates": ls["updates"]}
             last_eval = now
         row = progress_row(st, evals, now - start, prev)
         prev = (now, ls["received"], ls["updates"])
