@@ -1,0 +1,32 @@
+"""An env that raises inside step: its actor recreates it, logs once, and loses no transition."""
+
+import logging
+import time
+
+from actors.config import ActorConfig, EnvConfig
+from actors.env_actor import EnvActor
+
+
+def test_raising_env_is_recreated_and_logged_once(make_learner, caplog):
+    learner = make_learner(min_replay_size=200, buffer_capacity=20_000, replay_ratio=None)
+    env_cfg = EnvConfig(id="HerdFaulty-v0", module="tests.faults.faulty_env",
+                        kwargs={"fail_every": 40})
+    cfg = ActorConfig(num_envs=3, steps_per_push=8, warmup_steps=64, window=2)
+    with caplog.at_level(logging.INFO, logger="herd.actor"):
+        actor = EnvActor("faulty", env_cfg, cfg, learner.address(), seed=3)
+        deadline = time.monotonic() + 40
+        while (actor.steps < 3_000 or actor.env_errors < 10) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = actor.stop()
+    assert stats["error"] is None, stats["error"]
+    assert stats["env_errors"] >= 10  # every 40 steps of each env instance
+    assert stats["steps"] >= 3_000
+    raised = [r for r in caplog.records if "raised in step" in r.getMessage()]
+    assert len(raised) == 1, [r.getMessage() for r in raised]  # once, not a crash loop
+    # the failed steps are no transitions; everything else arrived, exactly once
+    assert stats["sent"] == stats["steps"] == stats["acked"]
+    deadline = time.monotonic() + 10
+    while learner.buffer.inserted < stats["sent"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert learner.received == learner.buffer.inserted == stats["sent"]
+    assert learner.rejected == 0
