@@ -126,30 +126,26 @@ class LearnerWatch:
         self.down_since: float | None = None
         self.restarts: list[dict] = []
 
-    def alive(self) -> bool:
-        try:
-            ray.get(self.learner.ping.remote(), timeout=5)
-            return True
-        except LEARNER_DOWN:
-            return False
-
-    def observe(self, ls: dict, now: float) -> bool:
-        """True when `ls` is a usable status; records a restart when the learner's id changed."""
+    def observe(self, ls: dict, now: float) -> dict | None:
+        """A usable learner status (`ls`, or a fresh one when the controller's call failed), or
+        None while the learner is down; records a restart when the learner's id changed."""
         if "error" in ls:
-            if self.alive():  # alive yet failing: its training thread died; not a crash to ride out
-                raise RuntimeError(ls["error"])
-            if self.down_since is None:
-                self.down_since = now
-                print(f"[herd] learner unreachable ({ls['error']}); waiting for Ray to restart it",
-                      flush=True)
-            if now - self.down_since > self.timeout_s:
-                raise RuntimeError(f"the learner stayed down for {self.timeout_s:.0f}s")
-            return False
+            try:  # ask it directly: the controller may have hit the dying process
+                ls = ray.get(self.learner.status_dict.remote(), timeout=10)
+            except LEARNER_DOWN:
+                if self.down_since is None:
+                    self.down_since = now
+                    print(f"[herd] learner unreachable ({ls['error']}); waiting for Ray to "
+                          "restart it", flush=True)
+                if now - self.down_since > self.timeout_s:
+                    raise RuntimeError(f"the learner stayed down for {self.timeout_s:.0f}s") from None
+                return None
+            # anything else (its training thread failed) propagates: not a crash to ride out
         if self.learner_id is not None and ls["learner_id"] != self.learner_id:
             self._restarted(ls, now)
         self.learner_id, self.down_since = ls["learner_id"], None
         self.last = ls
-        return True
+        return ls
 
     def _restarted(self, ls: dict, now: float) -> None:
         ck = ls.get("restored") or {"updates": 0, "received": 0, "inserted": 0, "path": None}
@@ -216,7 +212,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
 
     metrics = MetricsWriter(run_dir)
     evaluator = ray.remote(num_cpus=0)(evaluate)
-    pending_eval, last_eval, evals = None, time.monotonic(), []
+    pending_eval, last_eval, evals, eval_taken = None, time.monotonic(), [], {}
     last_ckpt, reason = time.monotonic(), "max_seconds"
     prev = (time.monotonic(), 0, 0)
     while True:
@@ -224,8 +220,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         st = ray.get(controller.status.remote())
         ls, now = st["learner"], time.monotonic()
         restarts = len(watch.restarts)
-        if not watch.observe(ls, now):
+        ls = watch.observe(ls, now)
+        if ls is None:
             continue
+        st = {**st, "learner": ls}
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
             prev = (now, ls["received"], ls["updates"])
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
