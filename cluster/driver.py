@@ -359,10 +359,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
+        from cluster.config import check_env
+
+        check_env(cfg)  # an unknown env fails here, before this process joins the cluster
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
                  log_to_driver=True)
         run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume)
-    except (ConfigError, EnvError) as e:
+    except (ConfigError, EnvError, json.JSONDecodeError) as e:
         print(f"herd: {e}", file=sys.stderr, flush=True)
         return 2
     return 0
