@@ -7,7 +7,7 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean
+.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -52,3 +52,9 @@ lint: setup
 
 clean:
 	rm -rf runs .pytest_cache
+
+# GPU box benchmarks (see README "Results"); PYTHON=python3 where there is no venv.
+PYTHON ?= $(BIN)/python
+bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit`, then RLlib's SAC beside it
+	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seconds $(or $(SECONDS_BUDGET),240)
+	$(PYTHON) bench/rllib_baseline.py --env Humanoid-v5 --seconds $(or $(RLLIB_SECONDS),240)

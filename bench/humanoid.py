@@ -1,0 +1,138 @@
+"""Wall-clock to a walking Humanoid: the full system, timed from `herd submit`.
+
+    python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
+
+Starts a local Ray head if none answers, submits the job through the `herd` CLI, follows it,
+then reads runs/<job>/summary.json: deterministic evaluation return against seconds since
+submit, env steps and updates. Writes bench/results/humanoid-<machine>.json and a PNG plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import console, header, result_path, save  # noqa: E402
+from cluster import local  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def apply_overrides(cfg: dict, sets: list[str]) -> dict:
+    for item in sets:
+        key, value = item.split("=", 1)
+        node = cfg
+        *path, leaf = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return cfg
+
+
+def first_reaching(evals: list[dict], threshold: float) -> dict | None:
+    return next((e for e in evals if e["mean_return"] >= threshold), None)
+
+
+def run_job(cfg_path: Path, runs: Path, timeout: float) -> tuple[str, float]:
+    from ray.job_submission import JobSubmissionClient
+
+    t_submit = time.time()
+    out = subprocess.run([sys.executable, "-m", "cluster", "submit", str(cfg_path), "--runs-dir",
+                          str(runs)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+    client = JobSubmissionClient(local.DEFAULT_DASHBOARD)
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        status = str(client.get_job_status(job)).split(".")[-1]
+        lines = [ln for ln in client.get_job_logs(job).splitlines() if ln.startswith("[herd]")]
+        for ln in lines[seen:]:
+            console.print(f"{time.time() - t_submit:6.1f}s {ln}", markup=False)
+        seen = len(lines)
+        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if status != "SUCCEEDED":
+                console.print(client.get_job_logs(job)[-4000:], markup=False)
+                raise SystemExit(f"job {job} ended {status}")
+            return job, t_submit
+        time.sleep(2)
+    raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
+
+
+def plot(evals: list[dict], path: Path, title: str, baseline: list[dict] | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    axes[0].plot([e["seconds"] for e in evals], [e["mean_return"] for e in evals], "o-", label="Herd")
+    if baseline:
+        axes[0].plot([e["seconds"] for e in baseline], [e["mean_return"] for e in baseline], "s-",
+                     label="RLlib SAC")
+    axes[0].set_xlabel("seconds since submit")
+    axes[1].plot([e["env_steps"] for e in evals], [e["mean_return"] for e in evals], "o-", label="Herd")
+    axes[1].set_xlabel("env steps")
+    for ax in axes:
+        ax.axhline(5000, color="grey", ls="--", lw=0.8)
+        ax.set_ylabel("deterministic eval return")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default="configs/humanoid.yaml")
+    p.add_argument("--seconds", type=float, default=240, help="the job's run.max_seconds")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    local.align_auth_mode()
+    info = header("Herd on Humanoid: evaluation return against wall-clock")
+    cfg = apply_overrides(yaml.safe_load((ROOT / args.config).read_text()),
+                          [f"run.max_seconds={args.seconds}", *args.set])
+    cfg_path = Path("/tmp/herd-bench-humanoid.yaml")
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    local.up(num_cpus=os.cpu_count())
+    job, t_submit = run_job(cfg_path, Path(args.runs_dir).resolve(), args.seconds + 300)
+    summary = json.loads((Path(args.runs_dir) / job / "summary.json").read_text())
+    evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
+              "env_steps": e["env_steps"], "updates": e["updates"]} for e in summary["evaluations"]]
+    hit5, hit65 = first_reaching(evals, 5000), first_reaching(evals, 6500)
+    record = {
+        **info, "env": cfg["env"]["id"], "job": job, "config": cfg,
+        "batch": cfg["learner"].get("batch_size"), "replay_ratio": cfg["learner"].get("replay_ratio"),
+        "actors": cfg["actors"]["num_actors"],
+        "seconds_to_5000": hit5 and hit5["seconds"], "env_steps_to_5000": hit5 and hit5["env_steps"],
+        "updates_to_5000": hit5 and hit5["updates"],
+        "seconds_to_6500": hit65 and hit65["seconds"], "env_steps_to_6500": hit65 and hit65["env_steps"],
+        "final_eval_return": summary["final_eval"]["mean_return"],
+        "best_eval_return": max((e["mean_return"] for e in evals), default=None),
+        "env_steps": int(summary["learner"]["received"]), "updates": int(summary["learner"]["updates"]),
+        "wall_s": summary["wall_s"], "evaluations": evals,
+    }
+    record["env_steps_per_s"] = record["env_steps"] / summary["wall_s"]
+    record["updates_per_s"] = record["updates"] / summary["wall_s"]
+    path = result_path("humanoid", args.out, quick=False)
+    save([record], path)
+    plot(evals, path.with_suffix(".png"), f"Herd, {cfg['env']['id']}, {info['machine']}")
+    console.print(f"5000 at {record['seconds_to_5000']} s ({record['env_steps_to_5000']} steps); "
+                  f"6500 at {record['seconds_to_6500']} s; best {record['best_eval_return']}; "
+                  f"{record['env_steps_per_s']:.0f} env steps/s, {record['updates_per_s']:.0f} updates/s")
+    console.print(f"wrote {path} and {path.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
