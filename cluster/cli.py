@@ -57,8 +57,8 @@ def cmd_down(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from cluster.config import ConfigError, check_env, load_config
     from actors.envs import EnvError
+    from cluster.config import ConfigError, check_env, load_config
 
     try:
         cfg = load_config(args.config)
@@ -66,11 +66,24 @@ def cmd_submit(args) -> int:
     except (ConfigError, EnvError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
+    env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
+    if args.actor_resources:
+        from cluster.controller import ACTOR_RESOURCES_ENV
+
+        try:
+            res = json.loads(args.actor_resources)
+            assert isinstance(res, dict) and all(isinstance(v, (int, float)) for v in res.values())
+        except (ValueError, AssertionError):
+            print(f"herd: --actor-resources must be a JSON object of numbers, e.g. "
+                  f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}", file=sys.stderr)
+            return 2
+        env_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
     resume = None
     if args.resume:
-        resume = Path(args.resume).resolve() / "checkpoint"
-        if not (resume / "model.pt").exists():
-            print(f"herd: {args.resume} holds no checkpoint (checkpoint/model.pt)", file=sys.stderr)
+        try:
+            resume = check_resume(args.resume, cfg)
+        except (FileNotFoundError, ConfigError) as e:
+            print(f"herd: {e}", file=sys.stderr)
             return 2
     client = job_client(args)
     if cfg.learner.device == "cuda" and not cluster_has_gpu():
@@ -90,16 +103,36 @@ def cmd_submit(args) -> int:
         runtime_env={
             "working_dir": str(ROOT),
             "excludes": EXCLUDES,
-            "env_vars": {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")),
-                         "PYTHONUNBUFFERED": "1"},
+            "env_vars": env_vars,
         },
     )
-    print(f"submitted {job_id}")
+    print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
     print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
     print(f"results:   {runs_dir / job_id}")
     if args.follow:
         return follow(client, job_id, runs_dir / job_id)
     return 0
+
+
+def check_resume(path: str, cfg) -> Path:
+    """The checkpoint directory of runs/<job> (or the checkpoint dir itself), checked against
+    the new config: the networks and the env must match what was saved."""
+    from cluster.config import ConfigError, load_config
+    from cluster.evaluate import resolve_checkpoint
+
+    ckpt = resolve_checkpoint(path).resolve()
+    old_file = ckpt.parent / "config.yaml"
+    if old_file.is_file():
+        old = load_config(old_file)
+        for what, a, b in (("env.id", old.env.id, cfg.env.id),
+                           ("learner.hidden_sizes", old.learner.hidden_sizes, cfg.learner.hidden_sizes)):
+            if a != b:
+                raise ConfigError(f"--resume {path}: the checkpoint was trained with {what}={a!r}, "
+                                  f"this config has {b!r}")
+    if cfg.run.save_replay and not (ckpt / "replay.pt").exists():
+        print(f"herd: note: {ckpt} holds no replay.pt (its run had save_replay: false); the buffer "
+              "starts empty", file=sys.stderr)
+    return ckpt
 
 
 def cluster_has_gpu() -> bool:
@@ -133,15 +166,27 @@ def follow(client, job_id: str, run_dir: Path) -> int:
 
 
 def cmd_status(args) -> int:
-    from cluster.live import print_status
-
-    ctl = controller(args.job)
     import ray
 
+    from cluster.live import print_status, watch_status
+
+    ctl = controller(args.job)
+
+    def fetch():
+        try:
+            return ray.get(ctl.status.remote(), timeout=30)
+        except Exception:  # the job ended and took its controller with it
+            return None
+
+    if args.watch and not args.json:
+        return watch_status(fetch, args.watch)
     while True:
-        st = ray.get(ctl.status.remote())
+        st = fetch()
+        if st is None:
+            print(f"herd: {args.job}: the controller is gone (job ended)", file=sys.stderr)
+            return 1
         if args.json:
-            print(json.dumps(st, default=str))
+            print(json.dumps(st, default=str), flush=True)
         else:
             print_status(st)
         if not args.watch:
@@ -185,6 +230,30 @@ def cmd_logs(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    from cluster.evaluate import RenderUnavailable, evaluate_checkpoint
+
+    try:
+        out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
+                                  seed=args.seed)
+    except FileNotFoundError as e:
+        print(f"herd: {e}", file=sys.stderr)
+        return 2
+    except RenderUnavailable as e:
+        print(f"herd: no video: {e}. Evaluating without one.", file=sys.stderr)
+        out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, seed=args.seed)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['env']} policy v{out['policy_version']} from {out['checkpoint']}: "
+          f"deterministic return {out['mean_return']:.1f} (min {out['min_return']:.1f}, "
+          f"max {out['max_return']:.1f}, mean length {out['mean_length']:.0f}) over "
+          f"{out['episodes']} episodes")
+    if out.get("video"):
+        print(f"video: {out['video']} ({out['frames']} frames)")
+    return 0
+
+
 def cmd_list(args) -> int:
     for job in job_client(args).list_jobs():
         if job.submission_id and job.submission_id.startswith("herd-"):
@@ -208,11 +277,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--follow", action="store_true", help="show live progress until it ends")
     s.add_argument("--resume", help="runs/<job> directory whose checkpoint to continue from")
     s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--actor-resources", metavar="JSON",
+                   help='Ray custom resources every env actor needs, e.g. \'{"herd_worker": 1}\' '
+                        "to keep actors on CPU worker nodes started with --resources")
     s.set_defaults(fn=cmd_submit)
     s = sub.add_parser("status", help="rates, returns, buffer, updates, lag of a running job")
     s.add_argument("job")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--watch", type=float, default=0, metavar="SECONDS")
+    s.add_argument("--watch", type=float, default=0, metavar="SECONDS",
+                   help="redraw in place every SECONDS until the job ends (Ctrl-C to leave)")
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser("scale", help="change the number of env actors of a running job")
     s.add_argument("job")
@@ -226,6 +299,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--follow", action="store_true")
     s.set_defaults(fn=cmd_logs)
     sub.add_parser("list", help="Herd jobs on the cluster").set_defaults(fn=cmd_list)
+    s = sub.add_parser("evaluate", help="deterministic episodes from a checkpoint (optionally an mp4)")
+    s.add_argument("checkpoint", help="runs/<job> or runs/<job>/checkpoint")
+    s.add_argument("--episodes", type=int, default=5)
+    s.add_argument("--video", metavar="OUT.mp4",
+                   help="record the episodes (needs MUJOCO_GL=egl or osmesa and imageio-ffmpeg)")
+    s.add_argument("--env", help="env id (default: the run's config.yaml)")
+    s.add_argument("--seed", type=int, default=10_000)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_evaluate)
     return p
 
 

@@ -1,11 +1,19 @@
 """The per-job controller: a named Ray actor that owns the env actors and answers the CLI.
 
 `herd scale / status / stop` find it by name (`controller_name(job_id)`) in the "herd"
-namespace, so the actor count changes live, without restarting the learner.
+namespace, so the actor count changes live, without restarting the learner. It also exports
+the job's figures as Ray metrics (cluster/prom.py): the driver's progress row each log tick,
+and the learner's and every actor's stats each time it polls them.
+
+Env actors go where $HERD_ACTOR_RESOURCES (JSON, e.g. {"herd_worker": 1}; set by
+`herd submit --actor-resources`) says: Ray custom resources that only CPU worker nodes offer.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
 import time
 
@@ -15,6 +23,19 @@ from actors.config import ActorConfig, EnvConfig
 from actors.env_actor import EnvActor
 
 NAMESPACE = "herd"
+ACTOR_RESOURCES_ENV = "HERD_ACTOR_RESOURCES"
+log = logging.getLogger("herd.controller")
+
+
+def actor_resources() -> dict[str, float]:
+    """Custom Ray resources each env actor asks for (empty: anywhere with free CPUs)."""
+    raw = os.environ.get(ACTOR_RESOURCES_ENV, "").strip()
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) for v in value.values()):
+        raise ValueError(f"${ACTOR_RESOURCES_ENV} must be a JSON object of numbers, got {raw!r}")
+    return {str(k): float(v) for k, v in value.items()}
 
 
 def controller_name(job_id: str) -> str:
@@ -33,17 +54,27 @@ class Controller:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._remote = ray.remote(EnvActor)
+        self.resources = actor_resources()
+        self.metrics = None
+        try:
+            from cluster.prom import HerdMetrics
+
+            self.metrics = HerdMetrics(job_id)
+        except Exception:  # metrics are an aid; a job must not fail for want of them
+            log.exception("Ray metrics unavailable; the job runs without them")
 
     def _spawn(self) -> tuple[str, ray.actor.ActorHandle]:
         i = self._next
         self._next += 1
         actor_id = f"actor-{i}"
+        extra = {"resources": self.resources} if self.resources else {}
         handle = self._remote.options(
             name=f"{self.job_id}-{actor_id}",
             namespace=NAMESPACE,
             num_cpus=self.actor_cfg.num_cpus,
             max_restarts=self.actor_cfg.max_restarts,
             max_concurrency=4,
+            **extra,
         ).remote(actor_id, self.env_cfg, self.actor_cfg, self.learner_address, self.token,
                  seed=self.actor_cfg.seed * 1_000 + i)
         return actor_id, handle
@@ -63,6 +94,7 @@ class Controller:
         for (actor_id, handle), stats in zip(victims, finals):
             self.retired[actor_id] = stats
             ray.kill(handle, no_restart=True)
+            self._export("retire_actor", actor_id)
         return {"actors": len(self.actors), "removed": [a for a, _ in victims]}
 
     def num_actors(self) -> int:
@@ -77,11 +109,21 @@ class Controller:
                 out.append(ray.get(handle.stats.remote(), timeout=timeout))
             except Exception as e:  # restarting or dead: report, do not fail the status
                 out.append({"actor_id": actor_id, "error": f"unavailable: {type(e).__name__}"})
+                continue
+            self._export("record_actor", out[-1])
         return out
+
+    def _export(self, method: str, arg) -> None:
+        if self.metrics is not None:
+            try:
+                getattr(self.metrics, method)(arg)
+            except Exception:
+                log.exception("exporting metrics failed (%s)", method)
 
     def status(self) -> dict:
         try:
             learner = ray.get(self.learner.status_dict.remote(), timeout=10)
+            self._export("record_learner", learner)
         except Exception as e:
             learner = {"error": f"learner unavailable: {type(e).__name__}: {e}"}
         return {
@@ -95,7 +137,24 @@ class Controller:
         }
 
     def set_progress(self, progress: dict) -> None:
+        """The driver's metric row of this log tick: kept for `herd status`, exported to Ray."""
         self.progress = progress
+        self._export("record_progress", progress)
+
+    def placement(self) -> dict:
+        """Where the env actors run: the custom resources they ask for and their nodes."""
+        with self._lock:
+            ids = {a: h._actor_id.hex() for a, h in self.actors.items()}
+        nodes = {}
+        try:
+            from ray.util.state import get_actor
+
+            for actor_id, ray_id in ids.items():
+                info = get_actor(ray_id)
+                nodes[actor_id] = info.node_id if info else None
+        except Exception as e:
+            log.warning("actor placement unavailable: %r", e)
+        return {"resources": self.resources, "nodes": nodes}
 
     def request_stop(self) -> bool:
         self._stop.set()

@@ -1,6 +1,14 @@
-"""Deterministic evaluation of a published policy on fresh envs (no exploration noise)."""
+"""Deterministic evaluation of a policy on fresh envs (no exploration noise).
+
+`evaluate` takes a published PolicyWeights message (the driver's periodic evaluations);
+`evaluate_checkpoint` (`herd evaluate CHECKPOINT`) rebuilds that message from a saved
+checkpoint's actor and can record the episodes as an mp4 where offscreen rendering works.
+"""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -9,16 +17,29 @@ from actors.envs import describe, make_env
 from actors.policy import MLPPolicy
 
 
-def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000) -> dict:
-    """Mean/min/max return and mean length of `episodes` deterministic episodes."""
+class RenderUnavailable(RuntimeError):
+    """Offscreen rendering (MUJOCO_GL=egl or osmesa) or an mp4 encoder is missing here."""
+
+
+def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, video: str | None = None,
+             fps: int | None = None) -> dict:
+    """Mean/min/max return and mean length of `episodes` deterministic episodes.
+
+    With `video`, the episodes are rendered offscreen and written there as one mp4.
+    """
+    if video:
+        env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
     env = make_env(env_cfg)
     d = describe(env)
     policy = MLPPolicy(weights, d["action_low"], d["action_high"])
+    frames: list[np.ndarray] = []
     returns, lengths = [], []
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
         done, total, steps = False, 0.0, 0
         while not done:
+            if video:
+                frames.append(env.render())
             action = policy.act(np.asarray(obs, np.float32).ravel()[None], deterministic=True)[0]
             obs, r, term, trunc, _ = env.step(action)
             total += float(r)
@@ -26,8 +47,10 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000) -> 
             done = term or trunc
         returns.append(total)
         lengths.append(steps)
+    if video:
+        fps = fps or int(env.metadata.get("render_fps") or 30)
     env.close()
-    return {
+    out = {
         "policy_version": weights.version,
         "mean_return": float(np.mean(returns)),
         "min_return": float(np.min(returns)),
@@ -35,3 +58,108 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000) -> 
         "mean_length": float(np.mean(lengths)),
         "episodes": episodes,
     }
+    if video:
+        write_mp4(video, frames, fps)
+        out["video"] = str(video)
+        out["frames"] = len(frames)
+    return out
+
+
+def write_mp4(path: str, frames: list[np.ndarray], fps: int) -> None:
+    try:
+        import imageio.v2 as imageio
+        import imageio_ffmpeg  # noqa: F401  (the mp4 encoder imageio uses)
+    except ImportError as e:
+        raise RenderUnavailable(f"no mp4 encoder: `pip install imageio-ffmpeg` ({e})") from None
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1) as w:
+        for frame in frames:
+            w.append_data(frame)
+
+
+def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
+    """RenderUnavailable with the reason when this process cannot render offscreen."""
+    gl = os.environ.get("MUJOCO_GL")
+    if gl not in ("egl", "osmesa"):
+        raise RenderUnavailable(f"MUJOCO_GL is {gl!r}; set MUJOCO_GL=egl (GPU or Mesa EGL) or "
+                                "MUJOCO_GL=osmesa for offscreen rendering")
+    try:
+        env = make_env(env_cfg.model_copy(
+            update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array", "width": 64, "height": 48}}))
+        env.reset(seed=0)
+        frame = env.render()
+        env.close()
+    except Exception as e:
+        raise RenderUnavailable(f"offscreen rendering with MUJOCO_GL={gl} failed: "
+                                f"{type(e).__name__}: {e}") from None
+    if frame is None or np.asarray(frame).ndim != 3:
+        raise RenderUnavailable(f"MUJOCO_GL={gl}: the env rendered no frame")
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        raise RenderUnavailable("no mp4 encoder: `pip install imageio-ffmpeg`") from None
+
+
+# ---- checkpoints ----
+def resolve_checkpoint(path: str | Path) -> Path:
+    """runs/<job> or runs/<job>/checkpoint -> the directory holding model.pt."""
+    p = Path(path)
+    for cand in (p, p / "checkpoint"):
+        if (cand / "model.pt").is_file():
+            return cand
+    raise FileNotFoundError(f"{path}: no checkpoint here (expected model.pt or checkpoint/model.pt)")
+
+
+def job_env_config(ckpt: Path) -> EnvConfig:
+    """The env a checkpoint was trained on, from the run's resolved config.yaml beside it."""
+    import yaml
+
+    cfg_file = ckpt.parent / "config.yaml"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{cfg_file} is missing: pass --env ENV_ID")
+    return EnvConfig(**yaml.safe_load(cfg_file.read_text())["env"])
+
+
+def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
+    """A PolicyWeights message rebuilt from a checkpoint's actor (learner/networks.Actor).
+
+    The saved Linear layers (actor.net.{0,2,4}...) carry the learner's pad-to-8 columns and
+    rows; slice them off to the wire layout the actors' MLPPolicy expects.
+    """
+    import torch
+
+    from proto import codec
+
+    state = torch.load(Path(ckpt) / "model.pt", map_location="cpu", weights_only=False)
+    actor = state["sac"]["actor"]
+    env = make_env(env_cfg)
+    d = describe(env)
+    env.close()
+    obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
+    idx = sorted({int(k.split(".")[1]) for k in actor if k.startswith("net.") and k.endswith(".weight")})
+    tensors = {}
+    for i, layer in enumerate(idx):
+        w = actor[f"net.{layer}.weight"].float()
+        b = actor[f"net.{layer}.bias"].float()
+        if i == 0:
+            if w.shape[1] < obs_dim:
+                raise ValueError(f"checkpoint actor takes {w.shape[1]} inputs; {env_cfg.id} has {obs_dim}")
+            w = w[:, :obs_dim]
+        if i == len(idx) - 1:
+            w, b = w[: 2 * action_dim], b[: 2 * action_dim]
+        tensors[f"l{i}.weight"] = w.numpy()
+        tensors[f"l{i}.bias"] = b.numpy()
+    lc = state.get("config", {})
+    return codec.pack_weights(tensors, int(state.get("policy_version", 0)),
+                              float(lc.get("log_std_min", -5.0)), float(lc.get("log_std_max", 2.0)))
+
+
+def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None = None,
+                        video: str | None = None, seed: int = 10_000) -> dict:
+    ckpt = resolve_checkpoint(path)
+    env_cfg = EnvConfig(id=env_id) if env_id else job_env_config(ckpt)
+    if video:
+        check_offscreen_rendering(env_cfg)
+    weights = weights_from_checkpoint(ckpt, env_cfg)
+    out = evaluate(env_cfg, weights, episodes, seed=seed, video=video)
+    return {"checkpoint": str(ckpt), "env": env_cfg.id, **out}

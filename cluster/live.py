@@ -70,27 +70,74 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
     return 1
 
 
-def print_status(st: dict) -> None:
+def status_view(st: dict):
+    """One renderable of a job's status: a learner panel over a table with a row per actor."""
+    from rich.console import Group
+    from rich.panel import Panel
+
     ls = st["learner"]
-    if "error" in ls:
-        console.print(f"[red]{ls['error']}[/]")
-    else:
-        console.print(
-            f"[bold]{st['job_id']}[/]  learner {ls['device']}  updates {ls['updates']} "
-            f"({ls['updates_per_s']:.0f}/s)  received {ls['received']}  inserted {ls['inserted']} "
-            f"({ls['inserts_per_s']:.0f}/s)  buffer {ls['replay_size']}/{ls['replay_capacity']}  "
-            f"policy v{ls['policy_version']}  lag {ls['mean_policy_lag']:.1f}  "
-            f"rejected {ls['rejected_batches']}  gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f} MiB")
     p = st.get("progress") or {}
+    if "error" in ls:
+        head = f"[red]{ls['error']}[/]"
+    else:
+        head = (
+            f"learner {ls['device']} [dim]{ls['learner_id']}[/]  updates {ls['updates']} "
+            f"({ls['updates_per_s']:.0f}/s)  received {ls['received']}  inserted {ls['inserted']} "
+            f"({ls['inserts_per_s']:.0f}/s)\n"
+            f"buffer {ls['replay_size']}/{ls['replay_capacity']}  policy v{ls['policy_version']}  "
+            f"lag {ls['mean_policy_lag']:.1f}  rejected {ls['rejected_batches']}  "
+            f"gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/{ls['gpu_mem_reserved'] / 2**20:.0f} MiB"
+        )
     if p:
-        console.print(f"eval return {_fmt(p.get('eval_return'))}  train return "
-                      f"{_fmt(p.get('train_return'))}  t={p.get('time_s', 0):.0f}s")
-    t = Table("actor", "pid", "steps", "steps/s", "acked", "return", "policy v", "push ms", "reconnects")
+        head += (f"\neval return {_fmt(p.get('eval_return'))}  train return "
+                 f"{_fmt(p.get('train_return'))}  env steps/s {_fmt(p.get('env_steps_per_s'), '.0f')}  "
+                 f"t={p.get('time_s', 0):.0f}s")
+    if st.get("stop_requested"):
+        head += "\n[yellow]stop requested[/]"
+    from rich import box
+
+    t = Table(title=f"{len(st['actors'])} env actors ({len(st.get('retired', []))} retired)",
+              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    t.add_column("actor", no_wrap=True, min_width=7)
+    # short headers: the table fits an 80-column terminal (see the caption)
+    for name in ("pid", "steps", "st/s", "acked", "MB", "return", "ver", "ms", "infl", "rc"):
+        t.add_column(name, justify="right", no_wrap=True)
+    t.caption = ("st/s: env steps/s  acked: transitions acknowledged  MB: sent  ver: policy version  "
+                 "ms: push round trip  infl: batches in flight  rc: reconnects")
+    notes = []
     for a in st["actors"]:
-        if "error" in a and "steps" not in a:
-            t.add_row(a["actor_id"], "-", "-", "-", "-", "-", "-", "-", a["error"])
+        if a.get("error"):
+            notes.append(f"[red]{a['actor_id']}: {a['error']}[/]")
+        if "steps" not in a:
+            t.add_row(a["actor_id"], *["-"] * 10)
             continue
-        t.add_row(a["actor_id"], str(a["pid"]), str(a["steps"]), f"{a['steps_per_s']:.0f}",
-                  str(a["acked"]), _fmt(a["mean_return"]), str(a["policy_version"]),
-                  f"{a['push_latency_ms']:.1f}", str(a["reconnects"]))
-    console.print(t)
+        t.add_row(a["actor_id"], str(a["pid"]), str(a["steps"]),
+                  f"{a.get('recent_steps_per_s', a['steps_per_s']):.0f}", str(a["acked"]),
+                  f"{a.get('bytes_sent', 0) / 1e6:.0f}", _fmt(a["mean_return"]),
+                  str(a["policy_version"]), f"{a['push_latency_ms']:.0f}", str(a.get("in_flight", "-")),
+                  str(a["reconnects"]))
+    if notes:
+        t.caption = "\n".join(notes) + "\n" + t.caption
+    return Group(Panel(head, title=f"[bold]{st['job_id']}[/]", expand=False), t)
+
+
+def print_status(st: dict) -> None:
+    console.print(status_view(st))
+
+
+def watch_status(fetch, every_s: float) -> int:
+    """Redraw the status in place (rich Live) every `every_s` seconds until the job ends."""
+    from rich.live import Live
+
+    st = fetch()
+    if st is None:
+        return 1
+    with Live(status_view(st), console=console, refresh_per_second=4, screen=False) as live:
+        while True:
+            time.sleep(every_s)
+            st = fetch()
+            if st is None:
+                break
+            live.update(status_view(st))
+    console.print("[bold]the job's controller is gone[/]: the job ended (see `herd logs JOB`)")
+    return 0

@@ -64,7 +64,7 @@ def _free_port() -> int:
 def ray_cluster(tmp_path_factory):
     """A real local Ray head with dashboard and job server, on ports of its own."""
     ray_bin = str(Path(sys.executable).with_name("ray"))
-    gcs, dash = _free_port(), _free_port()
+    gcs, dash, metrics = _free_port(), _free_port(), _free_port()
     # Independent of whatever token this machine's ~/.ray holds: tests run without Ray auth.
     os.environ["RAY_AUTH_MODE"] = "disabled"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
@@ -72,7 +72,10 @@ def ray_cluster(tmp_path_factory):
     subprocess.run([ray_bin, "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
                     f"--temp-dir={temp_dir}",
                     "--num-cpus=4", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-                    f"--dashboard-port={dash}", f"--metrics-export-port={_free_port()}",
+                    f"--dashboard-port={dash}", f"--metrics-export-port={metrics}",
+                    # own agent and client ports too: a `make cluster-up` head may hold the defaults
+                    f"--dashboard-agent-listen-port={_free_port()}",
+                    f"--ray-client-server-port={_free_port()}",
                     "--disable-usage-stats"], check=True, env=env, stdout=subprocess.DEVNULL)
     from cluster.local import dashboard_up
 
@@ -84,7 +87,8 @@ def ray_cluster(tmp_path_factory):
         time.sleep(1)
     os.environ["RAY_ADDRESS"] = f"127.0.0.1:{gcs}"
     os.environ["HERD_DASHBOARD_URL"] = url
-    yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url, "temp_dir": str(temp_dir)}
+    yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url, "temp_dir": str(temp_dir),
+           "metrics": f"http://127.0.0.1:{metrics}/metrics"}
     stop_processes_mentioning(str(temp_dir))
 
 

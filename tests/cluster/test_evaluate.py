@@ -1,0 +1,90 @@
+"""`herd evaluate CHECKPOINT`: the policy rebuilt from a checkpoint is the one the learner
+published, episodes are deterministic, and an mp4 is written where offscreen rendering works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from proto import codec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def checkpoint(make_learner, env_cfg, tmp_path):
+    learner = make_learner(hidden_sizes=(32, 48))  # uneven widths: the padding is sliced right
+    run_dir = tmp_path / "runs" / "herd-eval-job"
+    learner.save(str(run_dir / "checkpoint"))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"env": env_cfg.model_dump(mode="json")}))
+    return run_dir, learner.weights()
+
+
+def test_weights_from_checkpoint_equal_the_published_ones(checkpoint, env_cfg):
+    from cluster.evaluate import resolve_checkpoint, weights_from_checkpoint
+
+    run_dir, published = checkpoint
+    ckpt = resolve_checkpoint(run_dir)
+    assert ckpt == run_dir / "checkpoint"
+    rebuilt = weights_from_checkpoint(ckpt, env_cfg)
+    a, b = codec.unpack_weights(rebuilt), codec.unpack_weights(published)
+    assert [n for n, _ in a] == [n for n, _ in b] and len(a) == 6
+    for (_, x), (_, y) in zip(a, b):
+        assert x.shape == y.shape and np.array_equal(x, y)
+    assert (rebuilt.log_std_min, rebuilt.log_std_max) == (published.log_std_min, published.log_std_max)
+
+
+def test_evaluate_checkpoint_is_deterministic(checkpoint):
+    from cluster.evaluate import evaluate_checkpoint
+
+    run_dir, _ = checkpoint
+    one = evaluate_checkpoint(run_dir, episodes=2)
+    two = evaluate_checkpoint(run_dir / "checkpoint", episodes=2)
+    assert one["env"] == "InvertedPendulum-v5" and one["episodes"] == 2
+    assert one["mean_return"] == two["mean_return"] > 0
+
+
+def herd(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+def test_cli_evaluate_and_errors(checkpoint, tmp_path):
+    run_dir, _ = checkpoint
+    r = herd("evaluate", str(run_dir), "--episodes", "1")
+    assert r.returncode == 0, r.stderr
+    assert "deterministic return" in r.stdout and "over 1 episodes" in r.stdout
+    r = herd("evaluate", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and "no checkpoint" in r.stderr
+
+
+def test_video_where_offscreen_rendering_works(checkpoint, env_cfg, tmp_path):
+    from cluster.evaluate import RenderUnavailable, check_offscreen_rendering
+
+    gl = os.environ.get("MUJOCO_GL") or "egl"
+    os.environ["MUJOCO_GL"] = gl
+    try:
+        check_offscreen_rendering(env_cfg)
+    except RenderUnavailable as e:
+        pytest.skip(f"no offscreen rendering here: {e}")
+    run_dir, _ = checkpoint
+    out = tmp_path / "eval.mp4"
+    r = herd("evaluate", str(run_dir), "--episodes", "1", "--video", str(out), env={"MUJOCO_GL": gl})
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 1000 and out.read_bytes()[4:8] == b"ftyp"  # an MP4 container
+    assert "video:" in r.stdout
+
+
+def test_video_without_rendering_says_why(checkpoint, tmp_path):
+    run_dir, _ = checkpoint
+    r = herd("evaluate", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "x.mp4"),
+             env={"MUJOCO_GL": "glfw"})
+    assert r.returncode == 0
+    assert "no video" in r.stderr and "MUJOCO_GL" in r.stderr
+    assert not (tmp_path / "x.mp4").exists()
