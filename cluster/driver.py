@@ -263,9 +263,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
     ray.get(controller.scale.remote(0))
-    watch.call("save", ckpt_dir, cfg.run.save_replay)
-    weights = watch.call("weights")
-    final_learner = watch.call("stop")
+    final_learner = watch.call("stop")  # inserts everything staged before it returns
+    watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
+    weights = watch.call("weights")  # published by save(): the checkpoint's own policy
     final_eval = ray.get(evaluator.remote(cfg.env, weights, cfg.run.eval_episodes))
     metrics.close()
     actors_final = ray.get(controller.status.remote())["retired"]

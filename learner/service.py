@@ -74,6 +74,7 @@ class Learner:
         self._count_lock = threading.Lock()
         self._staging: queue.Queue = queue.Queue(maxsize=cfg.staging_batches)
         self._model_lock = threading.Lock()
+        self._ratio_base = 0  # updates restored without their buffer: the limiter starts anew
         self._base_version = 0
         self.restarted = _restarted_by_ray()
         self.restored: dict | None = None
@@ -131,8 +132,9 @@ class Learner:
         if cfg.replay_ratio is None:
             return True, warm
         allowed = cfg.replay_ratio * max(0, buf.inserted - cfg.min_replay_size)
-        may_insert = not warm or allowed - self.updates < cfg.ratio_tolerance
-        may_update = warm and self.updates < allowed + cfg.ratio_tolerance
+        done = self.updates - self._ratio_base  # updates made on this ring's inserts
+        may_insert = not warm or allowed - done < cfg.ratio_tolerance
+        may_update = warm and done < allowed + cfg.ratio_tolerance
         return may_insert, may_update
 
     def _insert_pending(self, block: bool) -> None:
@@ -244,6 +246,8 @@ class Learner:
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         with self._model_lock:  # a consistent snapshot between two updates
+            # publish these very networks, so the checkpoint's policy_version names them
+            self._publish()
             state = self._snapshot()
             if save_replay:
                 self.buffer.save(out / "replay.pt")
@@ -282,6 +286,8 @@ class Learner:
                 replay = "skipped: from a different save than model.pt"
                 log.warning("%s/replay.pt is not of the same save as model.pt; starting with "
                             "an empty buffer", p)
+        if replay != "loaded":
+            self._ratio_base = self.updates
         self.restored = {"path": str(p), "updates": self.updates, "received": self.received,
                              "inserted": self.buffer.inserted, "policy_version": self._base_version,
                              "replay": replay}
