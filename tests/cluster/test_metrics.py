@@ -12,8 +12,7 @@ import time
 import urllib.request
 
 import pytest
-import yaml
-from test_job import SMALL, get_json, herd, status, wait_for
+from tests.jobs import SMALL, get_json, herd, status, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -22,9 +21,7 @@ pytestmark = pytest.mark.cluster
 def job(ray_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("metrics")
     cfg = {**SMALL, "run": {**SMALL["run"], "name": "metrics"}}
-    (tmp / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    out = herd("submit", str(tmp / "cfg.yaml"), "--runs-dir", str(tmp / "runs")).stdout
-    job_id = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+    job_id = submit(cfg, tmp)
     wait_for(lambda: (lambda r: r.returncode == 0 and json.loads(r.stdout)["learner"].get("updates", 0) > 0)(
         herd("status", job_id, "--json", check=False)), 150, "the job's first updates", poll=2)
     yield job_id

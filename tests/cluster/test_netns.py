@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_job import SMALL, wait_for
+from tests.jobs import SMALL, wait_for
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

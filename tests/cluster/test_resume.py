@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
-from test_job import SMALL, herd, wait_for
+from tests.jobs import SMALL, herd, submit as submit_job, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -23,10 +22,7 @@ CFG = {**SMALL,
 
 
 def submit(tmp_path, cfg: dict, *extra) -> str:
-    path = tmp_path / f"{cfg['run']['name']}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    out = herd("submit", str(path), "--runs-dir", str(tmp_path / "runs"), *extra).stdout
-    return next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+    return submit_job(cfg, tmp_path, *extra)
 
 
 def finished(run_dir) -> dict:

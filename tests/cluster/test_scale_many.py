@@ -7,8 +7,7 @@ import csv
 import json
 
 import pytest
-import yaml
-from test_job import SMALL, herd, status, wait_for
+from tests.jobs import SMALL, herd, status, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -24,10 +23,8 @@ def stepping(job: str, n: int, after: dict[str, int]):
 
 def test_scale_up_and_down_repeatedly(ray_cluster, tmp_path):
     cfg = {**SMALL, "run": {**SMALL["run"], "name": "scale"}}
-    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    job = submit(cfg, tmp_path)
     runs = tmp_path / "runs"
-    out = herd("submit", str(tmp_path / "cfg.yaml"), "--runs-dir", str(runs)).stdout
-    job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
     first = wait_for(lambda: (lambda r: json.loads(r.stdout) if r.returncode == 0 else None)(
         herd("status", job, "--json", check=False)), 150, "the controller", poll=2)
     first = wait_for(lambda: stepping(job, 1, {}), 90, "the first actor stepping")

@@ -18,7 +18,7 @@ import grpc
 import pytest
 import yaml
 
-from tests.cluster.test_job import SMALL, _controller_up, herd, status, wait_for
+from tests.jobs import SMALL, controller_up, herd, status, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -41,16 +41,13 @@ def rss_mb(pid: int) -> float:
 def test_learner_killed_restarts_from_checkpoint(ray_cluster, tmp_path):
     import ray
 
-    cfg_path = tmp_path / "lfault.yaml"
-    cfg_path.write_text(yaml.safe_dump(CFG))
+    job = submit(CFG, tmp_path)
     runs = tmp_path / "runs"
-    out = herd("submit", str(cfg_path), "--runs-dir", str(runs)).stdout
-    job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
     run_dir = runs / job
     ck = run_dir / "checkpoint" / "model.pt"
 
     try:
-        wait_for(lambda: _controller_up(job), 120, "the job's controller")
+        wait_for(lambda: controller_up(job), 120, "the job's controller")
     except AssertionError:
         raise AssertionError(herd("logs", job, check=False).stdout) from None
 

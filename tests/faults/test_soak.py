@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.cluster.test_job import SMALL, _controller_up, herd, status, wait_for
+from tests.jobs import SMALL, controller_up, herd, status, submit, wait_for
 
 pytestmark = [pytest.mark.soak, pytest.mark.cluster]
 SOAK_S = float(os.environ.get("HERD_SOAK_S", "210"))  # fault phase, after a 45 s warm-up
@@ -54,12 +53,9 @@ def test_soak_kills_and_scaling_memory_flat_nothing_leaked(ray_cluster, tmp_path
     import ray
     from ray.util.state import list_actors
 
-    path = tmp_path / "soak.yaml"
-    path.write_text(yaml.safe_dump(CFG))
+    job = submit(CFG, tmp_path)
     runs = tmp_path / "runs"
-    out = herd("submit", str(path), "--runs-dir", str(runs)).stdout
-    job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
-    wait_for(lambda: _controller_up(job), 150, "the controller")
+    wait_for(lambda: controller_up(job), 150, "the controller")
     wait_for(lambda: status(job)["learner"].get("updates", 0) > 0, 150, "learning")
     ray.init(address=ray_cluster["gcs"], namespace="herd", logging_level="ERROR")
     port = ray.get(ray.get_actor(f"{job}-learner").__ray_call__.remote(lambda self: self.port))

@@ -1,0 +1,67 @@
+"""Helpers of the tests that drive real jobs through the `herd` CLI on the test cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = {
+    "env": {"id": "InvertedPendulum-v5"},
+    "learner": {"hidden_sizes": [32, 32], "batch_size": 32, "buffer_capacity": 20000,
+                "min_replay_size": 300, "replay_ratio": 0.5, "ratio_tolerance": 200,
+                "publish_every_s": 0.3, "num_cpus": 0.5},
+    "actors": {"num_actors": 1, "num_envs": 2, "steps_per_push": 8, "warmup_steps": 200,
+               "num_cpus": 0.5},
+    "run": {"name": "itest", "max_env_steps": 10_000_000, "max_seconds": 300,
+            "eval_every_s": 5, "eval_episodes": 1, "log_every_s": 1, "checkpoint_every_s": 30},
+}
+
+
+def herd(*args, check=True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=180, env=os.environ.copy())
+    if check and r.returncode:
+        raise AssertionError(f"herd {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def get_json(url: str):
+    from cluster.local import get
+
+    return json.loads(get(url))
+
+
+def status(job: str) -> dict:
+    return json.loads(herd("status", job, "--json").stdout)
+
+
+def wait_for(pred, timeout: float, what: str, poll: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def controller_up(job):
+    r = herd("status", job, "--json", check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def submit(cfg: dict, tmp_dir: Path, *extra: str) -> str:
+    """Write `cfg` as YAML under tmp_dir, submit it with runs in tmp_dir/runs; the job id."""
+    path = tmp_dir / f"{cfg['run']['name']}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = herd("submit", str(path), "--runs-dir", str(tmp_dir / "runs"), *extra).stdout
+    assert "dashboard:" in out, out
+    return next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
