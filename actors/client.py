@@ -26,14 +26,20 @@ _CLOSE = object()
 
 class LearnerClient:
     def __init__(self, address: str, actor_id: str, spec: pb.EnvSpec, *, token: str | None = None,
-                 window: int = 4, backoff=(0.2, 5.0), max_message_mb: int = 64, on_weights=None):
+                 window: int = 4, backoff=(0.2, 5.0), max_message_mb: int = 64, on_weights=None,
+                 tls_ca: str | None = None):
         self.address, self.actor_id, self.spec = address, actor_id, spec
         self.window, self.backoff = window, backoff
         self.on_weights = on_weights
         self._metadata = ((codec.TOKEN_HEADER, token),) if token else ()
         limit = max_message_mb * 1024 * 1024
-        self._channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)])
+        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
+        if tls_ca:
+            with open(tls_ca, "rb") as f:
+                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self._channel = grpc.secure_channel(address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
         self._stub = pb_grpc.LearnerStub(self._channel)
         self._lock = threading.Condition()
         self._pending: collections.OrderedDict[int, pb.TransitionBatch] = collections.OrderedDict()

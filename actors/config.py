@@ -46,4 +46,6 @@ class ActorConfig(BaseModel):
     """Ray restarts of a dead actor (-1: always)."""
     reconnect_initial_s: float = Field(0.2, gt=0)
     reconnect_max_s: float = Field(5.0, gt=0)
+    tls_ca: str | None = None
+    """PEM of the CA (or the learner's self-signed cert) when the learner serves TLS."""
     seed: int = 0

@@ -42,7 +42,7 @@ class EnvActor:
         self.client = LearnerClient(learner_address, actor_id, spec, token=token,
                                     window=cfg.window,
                                     backoff=(cfg.reconnect_initial_s, cfg.reconnect_max_s),
-                                    on_weights=self._on_weights)
+                                    on_weights=self._on_weights, tls_ca=cfg.tls_ca)
         self.steps = 0
         self.episodes = 0
         self.returns: collections.deque[float] = collections.deque(maxlen=100)

@@ -125,6 +125,33 @@ def test_tls_port_with_token(make_learner, spec, tmp_path):
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+def test_actor_client_pushes_over_tls(make_learner, spec, tmp_path):
+    """The actors' own client (actors.tls_ca) handshakes, pushes and is acknowledged over TLS."""
+    import time
+
+    import numpy as np
+
+    from actors.client import LearnerClient
+
+    cert, key, _ = _self_signed(tmp_path)
+    learner = make_learner(token=TOKEN, tls_cert=cert, tls_key=key, min_replay_size=10_000,
+                           buffer_capacity=10_000)
+    client = LearnerClient(learner.address(), "tls-0", spec, token=TOKEN, tls_ca=cert)
+    try:
+        rows = {"obs": np.zeros((8, 4), np.float32), "action": np.zeros((8, 1), np.float32),
+                "reward": np.ones(8, np.float32), "next_obs": np.zeros((8, 4), np.float32),
+                "terminated": np.zeros(8, np.uint8)}
+        client.push(rows, policy_version=0)
+        assert client.flush(timeout=20), "no ack over TLS"
+        assert client.stats["acked"] == 8
+        deadline = time.monotonic() + 10
+        while learner.received < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert learner.received == 8
+    finally:
+        client.close()
+
+
 def test_tls_needs_cert_and_key_together():
     with pytest.raises(ValueError, match="together"):
         LearnerConfig(tls_cert="/x/cert.pem")
