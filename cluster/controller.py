@@ -49,6 +49,10 @@ class Controller:
         self.learner, self.learner_address, self.token = learner, learner_address, token
         self.actors: dict[str, ray.actor.ActorHandle] = {}
         self.retired: dict[str, dict] = {}  # final stats of actors scaled away
+        # last stats seen of actor processes that died and were restarted by Ray (their
+        # counters start again from 0 in the new process): kept so that totals stay whole
+        self.dead_incarnations: list[dict] = []
+        self._last_seen: dict[str, dict] = {}
         self.progress: dict = {}
         self._next = 0
         self._lock = threading.Lock()
@@ -110,8 +114,15 @@ class Controller:
             except Exception as e:  # restarting or dead: report, do not fail the status
                 out.append({"actor_id": actor_id, "error": f"unavailable: {type(e).__name__}"})
                 continue
+            self._note_incarnation(actor_id, out[-1])
             self._export("record_actor", out[-1])
         return out
+
+    def _note_incarnation(self, actor_id: str, stats: dict) -> None:
+        before = self._last_seen.get(actor_id)
+        if before is not None and before.get("pid") != stats.get("pid"):
+            self.dead_incarnations.append(before)
+        self._last_seen[actor_id] = stats
 
     def _export(self, method: str, arg) -> None:
         if self.metrics is not None:
@@ -132,6 +143,7 @@ class Controller:
             "learner": learner,
             "actors": self.actor_stats(),
             "retired": list(self.retired.values()),
+            "dead_incarnations": list(self.dead_incarnations),
             "progress": dict(self.progress),
             "stop_requested": self._stop.is_set(),
         }

@@ -268,7 +268,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     weights = watch.call("weights")  # published by save(): the checkpoint's own policy
     final_eval = ray.get(evaluator.remote(cfg.env, weights, cfg.run.eval_episodes))
     metrics.close()
-    actors_final = ray.get(controller.status.remote())["retired"]
+    final_status = ray.get(controller.status.remote())
+    # actors scaled away (exact final counts) + processes that died and were restarted (their
+    # last polled counts: a lower bound of what they had acked)
+    actors_final = final_status["retired"] + final_status["dead_incarnations"]
     acked = int(sum(a.get("acked", 0) for a in actors_final))
     summary = {
         "job_id": job_id,
@@ -299,7 +302,7 @@ def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[d
     """What crashes cost. Learner restarts lose what came after the checkpoint they restore;
     actors ack only what a learner accepted, so acked - received counts exactly the
     transitions a dead learner had accepted after its last checkpoint (exact while no env
-    actor died: a restarted actor's counters start again from 0)."""
+    actor died; a dead actor process counts with its last polled figures, a lower bound)."""
     return {
         "learner_restarts": len(restarts),
         "restarts": restarts,
