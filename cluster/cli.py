@@ -92,7 +92,14 @@ def cmd_submit(args) -> int:
         return 2
     job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs_dir = Path(args.runs_dir).resolve()
-    python = sys.executable if "127.0.0.1" in dashboard_url(args) else "python"
+    is_local = "127.0.0.1" in dashboard_url(args)
+    if cfg.learner.token and is_local:
+        # the dashboard shows a job's env vars: hand the token over in a private file instead
+        env_vars["HERD_CONFIG_JSON"] = json.dumps(
+            cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": None})})
+            .model_dump(mode="json"))
+        env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, cfg.learner.token)
+    python = sys.executable if is_local else "python"
     entry = f"{python} -m cluster.driver --job-id {job_id} --runs-dir {runs_dir}"
     if resume:
         entry += f" --resume {resume}"
@@ -133,6 +140,20 @@ def check_resume(path: str, cfg) -> Path:
         print(f"herd: note: {ckpt} holds no replay.pt (its run had save_replay: false); the buffer "
               "starts empty", file=sys.stderr)
     return ckpt
+
+
+TOKEN_FILE_ENV = "HERD_TOKEN_FILE"
+
+
+def write_token_file(job_id: str, token: str) -> str:
+    """A 0600 file the job's driver reads once and deletes (local clusters)."""
+    folder = Path.home() / ".herd" / "secrets"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / job_id
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return str(path)
 
 
 def cluster_has_gpu() -> bool:

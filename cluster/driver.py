@@ -97,6 +97,16 @@ def secure(cfg: JobConfig) -> JobConfig:
         update={"token": secrets.token_urlsafe(32)})})
 
 
+def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
+    """The config's token, handed over by `herd submit` in a private file (read once, deleted)
+    rather than in the job's env vars, which the dashboard shows."""
+    if not path:
+        return cfg
+    token = Path(path).read_text().strip()
+    Path(path).unlink(missing_ok=True)
+    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token})})
+
+
 def redacted(cfg: JobConfig) -> str:
     """The resolved config as written to runs/<job>/config.yaml: secrets replaced."""
     lc = cfg.learner
@@ -362,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
+        cfg = token_from_file(cfg, os.environ.get("HERD_TOKEN_FILE"))
         from cluster.config import check_env
 
         check_env(cfg)  # an unknown env fails here, before this process joins the cluster

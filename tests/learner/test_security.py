@@ -181,3 +181,21 @@ def test_driver_makes_a_per_job_token_and_redacts_it():
     given = parse_config({"env": {"id": "InvertedPendulum-v5"},
                           "learner": {"host": "0.0.0.0", "token": TOKEN}})
     assert secure(given).learner.token == TOKEN and TOKEN not in redacted(given)
+
+
+def test_a_configured_token_travels_in_a_private_file_not_in_env_vars(tmp_path, monkeypatch):
+    """`herd submit` keeps the token out of the job's env vars (shown by the dashboard)."""
+    import json
+    import stat
+
+    from cluster.cli import write_token_file
+    from cluster.config import parse_config
+    from cluster.driver import token_from_file
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = write_token_file("herd-x-1", TOKEN)
+    assert stat.S_IMODE(Path(path).stat().st_mode) == 0o600
+    cfg = parse_config({"env": {"id": "InvertedPendulum-v5"}, "learner": {"host": "0.0.0.0"}})
+    assert TOKEN not in json.dumps(cfg.model_dump(mode="json"))
+    assert token_from_file(cfg, path).learner.token == TOKEN
+    assert not Path(path).exists()  # read once
