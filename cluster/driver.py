@@ -97,6 +97,16 @@ def secure(cfg: JobConfig) -> JobConfig:
         update={"token": secrets.token_urlsafe(32)})})
 
 
+BEST_POLICY = "best_policy.pb"
+
+
+def keep_best_policy(run_dir: Path, weights) -> None:
+    """The best-evaluated policy as a serialized PolicyWeights message (atomic write)."""
+    tmp = run_dir / (BEST_POLICY + ".tmp")
+    tmp.write_bytes(weights.SerializeToString())
+    tmp.replace(run_dir / BEST_POLICY)
+
+
 def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
     """The config's token, handed over by `herd submit` in a private file (read once, deleted)
     rather than in the job's env vars, which the dashboard shows."""
@@ -239,10 +249,13 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
             # stamped with when its weights were taken, not when it finished
             evals.append({**ray.get(pending_eval), **eval_taken})
+            if evals[-1]["mean_return"] >= max(e["mean_return"] for e in evals):
+                keep_best_policy(run_dir, eval_weights)
             pending_eval = None
         if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
             weights = watch.call("weights")
             pending_eval = evaluator.remote(cfg.env, weights, cfg.run.eval_episodes)
+            eval_weights = weights
             eval_taken = {"time_s": now - start, "unix_time": time.time(),
                           "env_steps": ls["received"], "updates": ls["updates"]}
             last_eval = now
@@ -290,8 +303,13 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         "wall_s": time.monotonic() - start,
         "final_eval": final_eval,
         "target_return": cfg.run.target_return,
+        # SAC keeps learning after the evaluation that reached the target: the final
+        # checkpoint's policy can score lower, so both are reported
+        "best_eval": max(evals, key=lambda e: e["mean_return"], default=None),
+        "best_policy": str(run_dir / BEST_POLICY) if evals else None,
         "reached_target": (cfg.run.target_return is not None
-                           and final_eval["mean_return"] >= cfg.run.target_return),
+                           and max([final_eval] + evals, key=lambda e: e["mean_return"])
+                           ["mean_return"] >= cfg.run.target_return),
         "evaluations": evals,
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),

@@ -57,13 +57,18 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
     summary = run_dir / "summary.json"
     if status == "SUCCEEDED" and summary.exists():
         s = json.loads(summary.read_text())
-        ev = s["final_eval"]
+        ev, best = s["final_eval"], s.get("best_eval")
         verdict = ""
         if s.get("target_return") is not None:
             verdict = " (target %.0f %s)" % (s["target_return"], "reached" if s["reached_target"] else "NOT reached")
-        console.print(f"[bold green]{job_id} finished[/] in {s['wall_s']:.0f}s ({s['stop_reason']}): "
-                      f"final deterministic eval return {ev['mean_return']:.1f}{verdict}")
-        console.print(f"results: {run_dir}  (summary.json, metrics.csv, tb/, checkpoint/)")
+        console.print(f"[bold green]{job_id} finished[/] in {s['wall_s']:.0f}s ({s['stop_reason']}){verdict}")
+        if best:
+            console.print(f"best deterministic eval return {best['mean_return']:.1f} (policy "
+                          f"v{best['policy_version']} at {best['time_s']:.0f}s, {best['env_steps']} "
+                          f"env steps; saved as {s['best_policy']})")
+        console.print(f"final checkpoint's deterministic eval return {ev['mean_return']:.1f} "
+                      f"(policy v{ev['policy_version']})")
+        console.print(f"results: {run_dir}  (summary.json, metrics.csv, tb/, checkpoint/, best_policy.pb)")
         return 0
     console.print(f"[bold red]{job_id} ended {status}[/]; last log lines:")
     console.print("\n".join(client.get_job_logs(job_id).splitlines()[-40:]), markup=False)

@@ -63,6 +63,13 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     assert int(lr["inserted"]) == int(lr["received"])
     assert int(lr["updates"]) > 0
     assert summary["final_eval"]["episodes"] == 1
+    # the best-evaluated policy is kept beside the final checkpoint
+    assert summary["evaluations"], "no periodic evaluation ran"
+    from proto import herd_pb2 as pb
+
+    best = pb.PolicyWeights.FromString((run_dir / "best_policy.pb").read_bytes())
+    assert best.version == summary["best_eval"]["policy_version"]
+    assert summary["best_eval"]["mean_return"] == max(e["mean_return"] for e in summary["evaluations"])
     assert (run_dir / "checkpoint" / "model.pt").exists()
     assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.csv").exists()
     assert list((run_dir / "tb").glob("events.*"))
