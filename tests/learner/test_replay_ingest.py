@@ -14,19 +14,13 @@ import torch
 
 from learner.ingest_stream import RingWriter
 from learner.replay import ReplayBuffer
+from tests.learner.tagged_rows import tagged_rows
 
 OBS, ACT, CAP = 64, 8, 4096
 
 
 def rows(ids: np.ndarray) -> dict[str, np.ndarray]:
-    f = ids.astype(np.float32)[:, None]
-    return {
-        "obs": np.repeat(f, OBS, 1),
-        "next_obs": np.repeat(f + 0.5, OBS, 1),
-        "action": np.repeat(f + 0.25, ACT, 1),
-        "reward": f[:, 0] * 2,
-        "terminated": (ids % 2).astype(np.uint8),
-    }
+    return tagged_rows(ids, OBS, ACT)
 
 
 def torn_rows(b: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -7,20 +7,13 @@ import pytest
 import torch
 
 from learner.replay import ReplayBuffer, memory_metrics
+from tests.learner.tagged_rows import tagged_rows
 
 OBS, ACT = 5, 3
 
 
 def rows(ids: np.ndarray) -> dict[str, np.ndarray]:
-    """Every column of row i carries i (obs), i + 0.5 (next_obs)...: a torn row shows."""
-    f = ids.astype(np.float32)[:, None]
-    return {
-        "obs": np.repeat(f, OBS, 1),
-        "next_obs": np.repeat(f + 0.5, OBS, 1),
-        "action": np.repeat(f + 0.25, ACT, 1),
-        "reward": f[:, 0] * 2,
-        "terminated": (ids % 2).astype(np.uint8),
-    }
+    return tagged_rows(ids, OBS, ACT)
 
 
 def test_wraparound_keeps_the_newest_rows() -> None:
