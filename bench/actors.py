@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.quick:
         args.counts, args.seconds, args.warmup, args.threaded = "1,2", 3.0, 1.0, "1"
     counts = [int(c) for c in args.counts.split(",")]
-    threaded = [int(c) for c in args.threaded.split(",") if c]
+    threaded = [int(c) for c in args.threaded.split(",") if c and int(c) > 0]  # "" or 0: none
     cores = os.cpu_count() or 1
     info = header("Herd actors vs the gymnasium ceiling")
     out = result_path("actors", args.out, args.quick)
