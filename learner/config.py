@@ -45,6 +45,10 @@ class LearnerConfig(BaseModel):
     """Capture the whole update as one CUDA graph (CUDA only)."""
     compile: bool = False
     """torch.compile the update before capture (CUDA only)."""
+    compile_mode: Literal["default", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile mode (no mode that makes CUDA graphs of its own: we capture the update);
+    'default' is what bench/learner.py measured (max-autotune spends
+    seconds per matmul shape benchmarking at start-up)."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     updates_per_call: int = Field(1, ge=1)

@@ -16,11 +16,6 @@ import torch
 from learner.replay import ReplayBuffer
 from learner.sac import SAC
 
-COMPILE_MODE = "max-autotune-no-cudagraphs"
-"""torch.compile mode before capture: autotuned kernels, but no compile-side CUDA graphs
-(we capture the whole update ourselves)."""
-
-
 def configure_backends(device: torch.device, tf32: bool) -> None:
     """TF32 for fp32 matmuls (the one process-wide switch the learner flips)."""
     if torch.device(device).type == "cuda":

@@ -117,10 +117,10 @@ class Learner:
 
         Capture is lazy (first call, on this training thread), after the ring holds rows.
         """
-        from learner.graphed import COMPILE_MODE, GraphedUpdate, configure_backends
+        from learner.graphed import GraphedUpdate, configure_backends
 
         configure_backends(self.device, self.cfg.tf32)
-        compile_mode = COMPILE_MODE if self.cfg.compile else None
+        compile_mode = self.cfg.compile_mode if self.cfg.compile else None
         if self.device.type != "cuda":
             compile_mode = None  # the CPU path stays eager
         return GraphedUpdate(self.sac, self.buffer, self.cfg.updates_per_call, compile_mode=compile_mode)
