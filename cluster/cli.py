@@ -34,9 +34,7 @@ def controller(job_id: str):
 
     from cluster.controller import NAMESPACE, controller_name
 
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
-                 logging_level="ERROR", log_to_driver=False)
+    local.join()
     try:
         return ray.get_actor(controller_name(job_id), namespace=NAMESPACE)
     except ValueError:
@@ -159,11 +157,7 @@ def write_token_file(job_id: str, token: str) -> str:
 def cluster_has_gpu() -> bool:
     import ray
 
-    from cluster.controller import NAMESPACE
-
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
-                 logging_level="ERROR", log_to_driver=False)
+    local.join()
     return ray.cluster_resources().get("GPU", 0) >= 1
 
 

@@ -153,6 +153,10 @@ class Controller:
         self.progress = progress
         self._export("record_progress", progress)
 
+    def latest_progress(self) -> dict:
+        """The driver's last row alone: cheap, unlike status(), which asks every actor."""
+        return dict(self.progress)
+
     def placement(self) -> dict:
         """Where the env actors run: the custom resources they ask for and their nodes."""
         with self._lock:

@@ -232,7 +232,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
 
     metrics = MetricsWriter(run_dir)
     evaluator = ray.remote(num_cpus=0)(evaluate)
-    pending_eval, last_eval, evals, eval_taken = None, time.monotonic(), [], {}
+    pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
     last_ckpt, reason = time.monotonic(), "max_seconds"
     prev = (time.monotonic(), 0, 0)
     while True:

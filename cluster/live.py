@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -25,12 +24,12 @@ def _progress_of(job_id: str) -> dict | None:
 
     from cluster.controller import NAMESPACE, controller_name
 
+    from cluster.local import join
+
     try:
-        if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
-                     logging_level="ERROR", log_to_driver=False)
+        join()
         ctl = ray.get_actor(controller_name(job_id), namespace=NAMESPACE)
-        return ray.get(ctl.status.remote(), timeout=15)["progress"]
+        return ray.get(ctl.latest_progress.remote(), timeout=15)
     except Exception:
         return None
 

@@ -26,6 +26,17 @@ def align_auth_mode() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
+def join() -> None:
+    """Join the running cluster quietly (in the "herd" namespace) unless already joined."""
+    import ray
+
+    from cluster.controller import NAMESPACE
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
+                 logging_level="ERROR", log_to_driver=False)
+
+
 def auth_headers() -> dict[str, str]:
     """Ray's bearer token when the cluster uses token auth (Ray enables it by itself once
     ~/.ray/auth_token exists and RAY_AUTH_MODE is unset)."""
