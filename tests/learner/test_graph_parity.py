@@ -11,7 +11,6 @@ wrapper's eager fallback equals a plain loop.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -19,6 +18,7 @@ from learner.config import LearnerConfig
 from learner.graphed import GraphedUpdate
 from learner.replay import ReplayBuffer
 from learner.sac import SAC
+from tests.learner.rows import random_rows
 
 OBS, ACT = 11, 4
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -30,13 +30,7 @@ def make(device: str, amp: str = "off", batch: int = 64, hidden=(64, 64)) -> tup
     dev = torch.device(device)
     sac = SAC(cfg, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
     buf = ReplayBuffer(2000, (OBS,), ACT, dev)
-    g = np.random.default_rng(0)
-    n = 1500
-    buf.extend({
-        "obs": g.normal(size=(n, OBS)), "next_obs": g.normal(size=(n, OBS)),
-        "action": g.uniform(-1, 1, size=(n, ACT)), "reward": g.normal(size=n),
-        "terminated": (g.random(n) < 0.1).astype(np.uint8),
-    })
+    buf.extend(random_rows(1500, OBS, ACT, bound=1.0, p_term=0.1, seed=0))
     return sac, buf
 
 

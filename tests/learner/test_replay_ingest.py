@@ -14,7 +14,7 @@ import torch
 
 from learner.ingest_stream import RingWriter
 from learner.replay import ReplayBuffer
-from tests.learner.tagged_rows import tagged_rows
+from tests.learner.rows import tagged_rows
 
 OBS, ACT, CAP = 64, 8, 4096
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from learner.replay import ReplayBuffer, memory_metrics
-from tests.learner.tagged_rows import tagged_rows
+from tests.learner.rows import tagged_rows
 
 OBS, ACT = 5, 3
 

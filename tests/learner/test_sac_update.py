@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import math
 
-import numpy as np
 import torch
 
 from learner.config import LearnerConfig
 from learner.replay import ReplayBuffer
 from learner.sac import LOSS_NAMES, SAC
+from tests.learner.rows import random_rows
 
 OBS, ACT = 7, 3
 LOW, HIGH = [-2.0] * ACT, [2.0] * ACT
@@ -21,13 +21,7 @@ def make(seed: int = 0, **kw) -> tuple[SAC, ReplayBuffer]:
                         buffer_capacity=1000, **kw)
     sac = SAC(cfg, OBS, ACT, LOW, HIGH, torch.device("cpu"))
     buf = ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu"))
-    g = np.random.default_rng(seed)
-    n = 500
-    buf.extend({
-        "obs": g.normal(size=(n, OBS)), "next_obs": g.normal(size=(n, OBS)),
-        "action": g.uniform(-2, 2, size=(n, ACT)), "reward": g.normal(size=n),
-        "terminated": (g.random(n) < 0.2).astype(np.uint8),
-    })
+    buf.extend(random_rows(500, OBS, ACT, bound=2.0, p_term=0.2, seed=seed))
     return sac, buf
 
 
