@@ -1,7 +1,8 @@
 """The seed's learner table on our learner: how far eager, AMP, one CUDA graph and compile go.
 
 Rows: FP32 eager, AMP eager, FP32 + graph, AMP + graph, FP32 + graph + compile,
-AMP + graph + compile, each at batch 256 / 1024 / 4096, on Humanoid sizes (obs 348, act 17,
+AMP + graph + compile (all with the update's branches on parallel CUDA streams), and the two
+compiled rows again on one stream (CleanRL's order), each at batch 256 / 1024 / 4096, on Humanoid sizes (obs 348, act 17,
 256x256 nets) with the replay ring on the device, prefilled with random rows. Reports
 updates/s, samples/s (batch x updates/s) and GPU memory, and writes one flat record per row
 to bench/results/learner-<gpu>.json.
@@ -47,6 +48,7 @@ class Row:
     amp: str  # off | bf16 | fp16
     graph: bool
     compile: bool
+    simultaneous: bool = True  # actor and critic steps on parallel streams (learner/branches.py)
 
 
 ROWS = (
@@ -56,6 +58,9 @@ ROWS = (
     Row("amp graph", "bf16", True, False),
     Row("fp32 graph+compile", "off", True, True),
     Row("amp graph+compile", "bf16", True, True),
+    # the same two with CleanRL's order (critic step, then the actor's loss): one stream
+    Row("fp32 graph+compile 1 stream", "off", True, True, False),
+    Row("amp graph+compile 1 stream", "bf16", True, True, False),
 )
 
 
@@ -81,7 +86,7 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device) -> dict:
     cfg = LearnerConfig(
         device=device.type, batch_size=batch, amp=row.amp, cuda_graph=row.graph,
         compile=row.compile, hidden_sizes=tuple(args.hidden), buffer_capacity=max(buf.capacity, 1000),
-        updates_per_call=k, tf32=args.tf32,
+        updates_per_call=k, tf32=args.tf32, simultaneous=row.simultaneous,
     )
     sac = SAC(cfg, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
     step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None)
@@ -106,7 +111,7 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device) -> dict:
     rec = dict(
         row=row.name, batch=batch, amp=row.amp if sac.amp_dtype is not None else "off",
         graph=row.graph and device.type == "cuda", compile=row.compile,
-        updates_per_call=k, updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
+        simultaneous=row.simultaneous, updates_per_call=k, updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
         us_per_update=round(1e6 / ups, 1), setup_s=round(setup_s, 2), finite=finite,
         **memory_metrics(device),
     )

@@ -51,6 +51,10 @@ class LearnerConfig(BaseModel):
     seconds per matmul shape benchmarking at start-up)."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
+    simultaneous: bool = True
+    """Actor and critic steps both read the pre-update critic (as the original softlearning SAC
+    does) and run as two concurrent CUDA streams inside the graph; false: the critic steps first
+    and the actor's loss reads the updated critic (CleanRL's order), one stream."""
     updates_per_call: int = Field(1, ge=1)
     """Updates replayed per training-loop iteration (inside one graph on CUDA)."""
     publish_every_s: float = Field(0.5, gt=0)

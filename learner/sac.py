@@ -10,8 +10,10 @@ Kernel budget (the update is launch-bound at small batch, so every kernel counts
 - gradients come from autograd.grad (no zero_grad kernels) and the temperature gradient is
   written in closed form; actor + temperature and critic each take one flat Adam step
   (learner/flat_adam.py); the target update is one lerp over a flat buffer.
-The three differentiable pieces are separate functions so that, compiled, each has exactly
-one backward call (AOTAutograd runs one joint backward per compiled region).
+- with `simultaneous` (default) the pieces run as a DAG on three CUDA streams: critic forward,
+  target forward and the actor's loss side by side (learner/branches.py).
+The differentiable pieces are separate functions so that, compiled, each has exactly one
+backward call (AOTAutograd runs one joint backward per compiled region).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import copy
 
 import torch
 
+from learner.branches import Branches
 from learner.config import LearnerConfig
 from learner.flat_adam import FlatAdam, flatten_
 from learner.networks import Actor, TwinCritic
@@ -44,13 +47,18 @@ class GraphScaler:
         self.growth, self.backoff, self.interval = growth, backoff, interval
 
     def unscale_(self, grads: list[torch.Tensor]) -> torch.Tensor:
-        """Unscale `grads` in place; returns a fresh device flag, also OR-ed into found_inf."""
+        """Unscale `grads` in place; returns a fresh device flag (>0: non-finite seen).
+
+        Each branch of an update gets its own flag (no shared writes across streams);
+        `update` folds them into found_inf once the branches joined.
+        """
         found = torch.zeros_like(self.found_inf)
         torch._amp_foreach_non_finite_check_and_unscale_(grads, found, self.scale.reciprocal())
-        self.found_inf.add_(found)
         return found
 
-    def update(self) -> None:
+    def update(self, *found: torch.Tensor) -> None:
+        for f in found:
+            self.found_inf.add_(f)
         torch._amp_update_scale_(
             self.scale, self.growth_tracker, self.found_inf,
             self.growth, self.backoff, self.interval,
@@ -89,7 +97,11 @@ class SAC:
         self._target_flat = flatten_(list(self.target.parameters()))
         self.amp_dtype = resolve_amp(cfg.amp, device)
         self.scaler = GraphScaler(device) if self.amp_dtype == torch.float16 else None
+        # streams: 0 critic, 1 actor + temperature, 2 target (learner/branches.py)
+        self.branches = Branches(device, cfg.simultaneous, 3)
         self._actor_pass = self._actor_pass_eager
+        self._critic_q = self._critic_q_eager
+        self._target_q = self._target_q_eager
         self._critic_loss = self._critic_loss_eager
         self._actor_loss = self._actor_loss_eager
 
@@ -102,6 +114,8 @@ class SAC:
     def compile(self, mode: str | None = "default") -> None:
         """torch.compile the three differentiable pieces (forward and their backward)."""
         self._actor_pass = torch.compile(self._actor_pass_eager, mode=mode)
+        self._critic_q = torch.compile(self._critic_q_eager, mode=mode)
+        self._target_q = torch.compile(self._target_q_eager, mode=mode)
         self._critic_loss = torch.compile(self._critic_loss_eager, mode=mode)
         self._actor_loss = torch.compile(self._actor_loss_eager, mode=mode)
         self.critic_opt.compile(mode)
@@ -112,15 +126,19 @@ class SAC:
         with self.autocast():
             return self.actor.sample(obs_pair)
 
-    def _critic_loss_eager(self, obs, action, reward, terminated, next_obs, next_a, next_logp, alpha):
+    def _critic_q_eager(self, obs, action):
+        with self.autocast():
+            return self.critic(obs, action).float()
+
+    def _target_q_eager(self, reward, terminated, next_obs, next_a, next_logp, alpha):
         with torch.no_grad():
             with self.autocast():
                 next_q = self.target(next_obs, next_a).min(0).values
             soft_next = next_q.float() - alpha * next_logp  # fp32: targets never see 16 bits
-            target_q = reward + self.gamma * (1.0 - terminated) * soft_next
-        with self.autocast():
-            q = self.critic(obs, action)
-        q = q.float()
+            return reward + self.gamma * (1.0 - terminated) * soft_next
+
+    @staticmethod
+    def _critic_loss_eager(q, target_q):
         return 0.5 * (q - target_q).square().mean(1).sum(), q.detach().mean()
 
     def _actor_loss_eager(self, obs, a_pi, logp_pi, alpha):
@@ -137,39 +155,55 @@ class SAC:
         """One SAC step on batch `b` (as ReplayBuffer.gather returns it)."""
         alpha = self.log_alpha.detach().exp()
         pair = b["obs_pair"]  # [B, 2, obs_pad]: the padded rows the networks take
+        obs, next_obs = pair[:, 0], pair[:, 1]
+        br = self.branches
+        br.fork(0)
+        with br.on(0):  # the critic's forward needs nothing but the batch
+            q = self._critic_q(obs, b["action"])
         a_all, logp_all = self._actor_pass(pair)  # [B, 2, act], [B, 2]: obs | next
         a_pi, logp_pi = a_all[:, 0], logp_all[:, 0].float()
-        obs, next_obs = pair[:, 0], pair[:, 1]
-        critic_loss, q_mean = self._critic_loss(
-            obs, b["action"], b["reward"], b["terminated"], next_obs,
-            a_all[:, 1].detach(), logp_all[:, 1].detach().float(), alpha,
-        )
-        self._apply(self.critic_opt, critic_loss, self._critic_params)
-
-        actor_loss = self._actor_loss(obs, a_pi, logp_pi, alpha)
-        # d/dlog_alpha of -(log_alpha * (logp + H)).mean(), written out: no autograd needed.
-        logp_mean = logp_pi.detach().mean()
-        alpha_grad = -(logp_mean + self.target_entropy)
-        self._apply(self.actor_opt, actor_loss, self._actor_params, alpha_grad)
+        br.fork(1, 2)
+        with br.on(2):
+            target_q = self._target_q(b["reward"], b["terminated"], next_obs, a_all[:, 1].detach(),
+                                      logp_all[:, 1].detach().float(), alpha)
+        br.after(0, 2)
+        with br.on(0):
+            critic_loss, q_mean = self._critic_loss(q, target_q)
+            c_grads, c_inf = self._grads(critic_loss, self._critic_params)
+            if not self.cfg.simultaneous:  # CleanRL's order: the actor sees the new critic
+                self._step(self.critic_opt, c_grads, c_inf)
+        with br.on(1):  # actor + temperature
+            actor_loss = self._actor_loss(obs, a_pi, logp_pi, alpha)
+            a_grads, a_inf = self._grads(actor_loss, self._actor_params)
+            # d/dlog_alpha of -(log_alpha * (logp + H)).mean(), written out: no autograd.
+            logp_mean = logp_pi.detach().mean()
+            alpha_grad = -(logp_mean + self.target_entropy)
+        br.after(0, 1)  # the critic may change only once the actor's loss has read it
+        with br.on(1):
+            self._step(self.actor_opt, [*a_grads, alpha_grad], a_inf)
+        with br.on(0):  # after the target's read too: it waited for branch 2 above
+            if self.cfg.simultaneous:
+                self._step(self.critic_opt, c_grads, c_inf)
+            with torch.no_grad():  # Polyak: one lerp over the flat target buffer
+                self._target_flat.lerp_(self.critic_opt.flat, self.tau)
+        br.join()
         if self.scaler is not None:
-            self.scaler.update()
-
-        with torch.no_grad():  # Polyak: one lerp over the flat target buffer
-            self._target_flat.lerp_(self.critic_opt.flat, self.tau)
+            self.scaler.update(c_inf, a_inf)
         alpha_loss = alpha.log() * alpha_grad  # value of the temperature loss before its step
         return torch.stack(
             [critic_loss.detach(), actor_loss.detach(), alpha_loss, alpha, q_mean, -logp_mean]
         )
 
-    def _apply(self, opt: FlatAdam, loss, params, extra: torch.Tensor | None = None) -> None:
-        """Gradients of `loss` into `params` (+ a hand-made trailing gradient), one Adam step."""
-        if self.scaler is not None:
-            loss = loss * self.scaler.scale
-        grads = list(torch.autograd.grad(loss, params))
-        if self.scaler is not None:
-            opt.found_inf = self.scaler.unscale_(grads)  # the step is skipped on overflow
-        if extra is not None:
-            grads.append(extra)
+    def _grads(self, loss, params) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+        """Gradients of `loss` into `params`; with fp16, unscaled, plus their overflow flag."""
+        if self.scaler is None:
+            return list(torch.autograd.grad(loss, params)), None
+        grads = list(torch.autograd.grad(loss * self.scaler.scale, params))
+        return grads, self.scaler.unscale_(grads)
+
+    @staticmethod
+    def _step(opt: FlatAdam, grads, found_inf) -> None:
+        opt.found_inf = found_inf  # fp16: the step is skipped on overflow
         opt.step(grads)
 
     # ---- state ----

@@ -39,11 +39,11 @@ def test_scaler_skips_overflow_steps_and_backs_off(device: str) -> None:
     for grad, expect_skip in [(torch.full((4,), 1024.0), False), (torch.tensor([1.0, float("inf"), 0, 0]), True)]:
         before = p.detach().clone()
         grads = [grad.to(device).clone()]
-        opt.found_inf = sc.unscale_(grads)
+        opt.found_inf = found = sc.unscale_(grads)
         p.grad = grads[0]
         opt.step()
         scale = float(sc.scale)
-        sc.update()
+        sc.update(found)
         if expect_skip:
             assert torch.equal(p, before) and float(sc.scale) == scale / 2
             assert float(opt.state[p]["step"]) == 1  # the skipped step is not counted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 
+import pytest
 import torch
 
 from learner.config import LearnerConfig
@@ -34,8 +35,13 @@ def ref_sample(actor, obs, noise):
     return torch.tanh(pre) * actor.scale + actor.bias, logp
 
 
-def ref_update(s: dict, b: dict, noise: torch.Tensor, gamma: float, tau: float, te: float):
-    """CleanRL-style SAC step: three optimizers, .backward(), critic grads in the actor loss."""
+def ref_update(s: dict, b: dict, noise: torch.Tensor, gamma: float, tau: float, te: float,
+               simultaneous: bool):
+    """Textbook SAC step: three optimizers, .backward(), critic grads in the actor loss.
+
+    simultaneous: the actor's loss reads the critic before its step (softlearning's SAC);
+    else after it (CleanRL's order).
+    """
     actor, critic, target, log_alpha = s["actor"], s["critic"], s["target"], s["log_alpha"]
     alpha = log_alpha.detach().exp()
     with torch.no_grad():
@@ -45,12 +51,18 @@ def ref_update(s: dict, b: dict, noise: torch.Tensor, gamma: float, tau: float, 
     closs = 0.5 * ((q - y) ** 2).mean(1).sum()
     s["copt"].zero_grad()
     closs.backward()
-    s["copt"].step()
+    if not simultaneous:
+        s["copt"].step()
     a, logp = ref_sample(actor, b["obs"], noise[:, 0])
     aloss = (alpha * logp - critic(b["obs"], a).min(0).values).mean()
     s["aopt"].zero_grad()
+    saved = [p.grad.clone() for p in critic.parameters()]
     aloss.backward()
+    for p, g in zip(critic.parameters(), saved):  # the actor's loss never steps the critic
+        p.grad = g
     s["aopt"].step()
+    if simultaneous:
+        s["copt"].step()
     alpha_loss = -(log_alpha * (logp.detach() + te)).mean()
     s["alopt"].zero_grad()
     alpha_loss.backward()
@@ -61,8 +73,9 @@ def ref_update(s: dict, b: dict, noise: torch.Tensor, gamma: float, tau: float, 
     return closs.detach(), aloss.detach()
 
 
-def test_update_matches_textbook_sac(monkeypatch) -> None:
-    sac, buf = make()
+@pytest.mark.parametrize("simultaneous", [True, False])
+def test_update_matches_textbook_sac(monkeypatch, simultaneous: bool) -> None:
+    sac, buf = make(simultaneous=simultaneous)
     ref = {k: copy.deepcopy(getattr(sac, k)) for k in ("actor", "critic", "target")}
     ref["log_alpha"] = sac.log_alpha.detach().clone().requires_grad_(True)
     ref["copt"] = torch.optim.Adam(ref["critic"].parameters(), lr=sac.cfg.critic_lr)
@@ -74,7 +87,8 @@ def test_update_matches_textbook_sac(monkeypatch) -> None:
         monkeypatch.setattr(torch, "randn_like", lambda x, noise=noise: noise.clone())
         out = sac.update_on(b)
         monkeypatch.undo()
-        closs, aloss = ref_update(ref, b, noise, sac.gamma, sac.tau, sac.target_entropy)
+        closs, aloss = ref_update(ref, b, noise, sac.gamma, sac.tau, sac.target_entropy,
+                                  simultaneous)
         assert torch.allclose(out[0], closs, rtol=1e-5, atol=1e-6), i
         assert torch.allclose(out[1], aloss, rtol=1e-5, atol=1e-6), i
     for name in ("actor", "critic", "target"):
