@@ -149,6 +149,7 @@ class EnvActor:
             "push_wait_s": self.client.wait_s,
             "in_flight": self.client.in_flight,
             "fast_path": self.stepper.fast,
+            "stepper_path": self.stepper.path,
             "step_threads": self.stepper.threads,
             "reconnects": self.client.reconnects,
             "env_errors": self.env_errors,

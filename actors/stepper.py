@@ -1,6 +1,6 @@
 """E environments stepped as one batch, writing transitions straight into row-aligned arrays.
 
-Two ways to step, one interface (`VecStepper.step`):
+Three ways to step, one interface (`VecStepper.step`):
 
 * MuJoCo fast path, for any gymnasium id whose env is a `MujocoEnv` under gymnasium's default
   wrappers only (TimeLimit, OrderEnforcing, PassiveEnvChecker): each env's own *unwrapped*
@@ -9,6 +9,9 @@ Two ways to step, one interface (`VecStepper.step`):
   About 70% of a Humanoid step is `mj_step`, which releases the GIL: with `threads > 1` the
   envs are split over a small thread pool and the physics of different envs runs on different
   cores at once (threaded mj_step, below gymnasium's Python loop).
+* Batched locomotion path, inside the fast path, for gymnasium's v5 Humanoid, Ant and
+  HalfCheetah classes (actors/fast_locomotion.py): the Python of their `step` is redone with
+  numpy over all E envs, leaving per env only ctrl, mj_step and a few row copies.
 * Plain loop, for everything else (Ray-registered creators, extra wrappers, non-MuJoCo envs):
   `env.step` of the fully wrapped env, one env after the other.
 
@@ -29,6 +32,7 @@ import numpy as np
 
 from actors.config import EnvConfig
 from actors.envs import make_env
+from actors.fast_locomotion import FastLocomotion
 
 log = logging.getLogger("herd.actor")
 
@@ -82,6 +86,7 @@ class VecStepper:
         self.limit = _time_limit(self.envs[0]) if self.fast else None
         self.threads = max(1, min(threads, num_envs)) if self.fast else 1
         self._step_fns = [self._bind(e) for e in self.envs]
+        self._loco = FastLocomotion.build(self.envs) if self.fast else None
         self.seed = seed
         self.num_envs = num_envs
         self.env_errors = 0
@@ -98,6 +103,11 @@ class VecStepper:
             sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         self._pool = (ThreadPoolExecutor(self.threads - 1, thread_name_prefix="herd-mj")
                       if self.threads > 1 else None)
+
+    @property
+    def path(self) -> str:
+        """Which way envs are stepped: 'batched', 'unwrapped' (per-env fast path) or 'plain'."""
+        return "batched" if self._loco is not None else "unwrapped" if self.fast else "plain"
 
     def _bind(self, env: gym.Env):
         return env.unwrapped.step if self.fast else env.step
@@ -142,6 +152,8 @@ class VecStepper:
             pass
         self.envs[i] = make_env(self.env_cfg)
         self._step_fns[i] = self._bind(self.envs[i])
+        if self._loco is not None and not self._loco.rebind(i, self.envs[i]):
+            self._loco = None  # the new instance differs: per-env fast path from now on
 
     def step(self, action: np.ndarray, next_obs: np.ndarray, reward: np.ndarray,
              terminated: np.ndarray) -> StepOut:
@@ -151,6 +163,9 @@ class VecStepper:
         into its own rows *before* calling, since this overwrites it.
         """
         out = StepOut(ok=np.ones(self.num_envs, bool))
+        if self._loco is not None:
+            self._step_batched(action, next_obs, reward, terminated, out)
+            return out
         args = (action, next_obs, reward, terminated, out.ok, out.episodes)
         if self._pool is None:
             self._run(range(self.num_envs), *args)
@@ -160,6 +175,34 @@ class VecStepper:
             for f in futs:
                 f.result()
         return out
+
+    def _step_batched(self, action, next_obs, reward, terminated, out: StepOut) -> None:
+        loco, failed = self._loco, []
+        action = np.asarray(action)
+        if action.shape != (self.num_envs, loco.nu):  # gymnasium's do_simulation refuses too
+            raise ValueError(f"action shape {action.shape}, expected {(self.num_envs, loco.nu)}")
+        if self._pool is None:
+            loco.physics(range(self.num_envs), action, failed)
+        else:
+            futs = [self._pool.submit(loco.physics, c, action, failed) for c in self._chunks[1:]]
+            loco.physics(self._chunks[0], action, failed)
+            for f in futs:
+                f.result()
+        r, term = loco.finish(action, next_obs, reward)
+        terminated[:] = term
+        for i, _ in failed:
+            out.ok[i] = False
+        ok = out.ok
+        self._ep_ret[ok] += r[ok]
+        self._ep_len[ok] += 1
+        done = term if self.limit is None else term | (self._ep_len >= self.limit)
+        self.obs[:] = next_obs
+        for i in np.flatnonzero(done & ok):
+            out.episodes.append((float(self._ep_ret[i]), int(self._ep_len[i])))
+            self.obs[i] = self._reset(i)
+        for i, e in sorted(failed, key=lambda f: f[0]):
+            self._recreate(i, e)
+            self.obs[i] = self._reset(i)
 
     def close(self) -> None:
         if self._pool is not None:
