@@ -1,6 +1,6 @@
 """The training loop's update callable: k SAC updates captured as one CUDA graph.
 
-On CUDA (cuda_graph on) the first call warms the update up on a side stream, rolls the model
+On CUDA (cuda_graph on) `prepare()` (or else the first call) warms the update up on a side stream, rolls the model
 back to where it was, and captures `updates_per_call` updates as a single CUDA graph; every
 later call is one `graph.replay()`: no Python, no autograd and no launch overhead per kernel.
 Everything the graph reads lives at fixed addresses (the ring, its size_t, parameters,
@@ -63,6 +63,13 @@ class GraphedUpdate:
             self.capture()
         self.graph.replay()
         return self.out
+
+    def prepare(self) -> None:
+        """Compile and capture now rather than at the first update: the learner calls this as
+        its training thread starts, so the cost overlaps the actors' start-up. An empty ring is
+        fine (index 0 is sampled; warm-up is rolled back and the graph reads size_t on replay)."""
+        if self.use_graph and self.graph is None:
+            self.capture()
 
     def capture(self) -> None:
         """Warm up (compile, lazy optimizer state, cuBLAS handles), roll back, capture."""

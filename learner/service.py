@@ -115,7 +115,7 @@ class Learner:
     def _make_step(self):
         """The update callable: one CUDA graph of updates_per_call updates on CUDA, else a loop.
 
-        Capture is lazy (first call, on this training thread), after the ring holds rows.
+        Captured on this training thread as it starts (GraphedUpdate.prepare).
         """
         from learner.graphed import GraphedUpdate, configure_backends
 
@@ -160,6 +160,8 @@ class Learner:
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, self.buffer.inserted)
         try:
+            with self._model_lock:
+                self._step.prepare()  # compile + capture while the actors start up
             while not self._stop.is_set():
                 may_insert, may_update = self._limits()
                 if may_insert:
@@ -228,6 +230,7 @@ class Learner:
             "device": str(self.device),
             "losses": dict(zip(LOSS_NAMES, self._losses.tolist())),
             # beyond proto LearnerStatus: for the driver's fault accounting and the soak
+            "capture_s": self._step.capture_s,  # compile + graph capture at start-up
             "pid": os.getpid(),
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,
