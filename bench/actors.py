@@ -2,10 +2,12 @@
 
 1. Ceiling: N plain processes (multiprocessing, no Ray, no gRPC), each stepping E gymnasium
    envs in gymnasium's own loop with the same 256x256 CPU policy (1 torch thread) choosing the
-   actions, for N in --counts.
+   actions, for N in --counts. Deliberately gymnasium's wrapped `env.step` (JSON
+   ceiling_stepper "gymnasium"), never Herd's stepper: the ceiling is what users get without Herd.
 2. Herd: N EnvActors as Ray actors (num_cpus=1 each) pushing over gRPC to a live Learner in
    this process (GPU when present, replay_ratio null: it updates flat out while ingesting).
    The figure is transitions entering the replay buffer per second (learner-side count).
+   Actors step with VecStepper's fastest applicable path (JSON stepper_path, e.g. "batched").
 3. Extra rows with --threaded: fewer actors, each stepping its envs on several threads.
 
     python bench/actors.py               # the full run (~3 min on the 16-core H200 box)
@@ -128,6 +130,7 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
         policy_lag=float(np.mean([s["policy_lag"] for s in stats])),
         learner_policy_lag=st1["mean_policy_lag"],
         fast_path=all(s["fast_path"] for s in stats),
+        stepper_path=",".join(sorted({s.get("stepper_path", "?") for s in stats})),
         sent=sum(s["sent"] for s in finals),
         acked=sum(s["acked"] for s in finals),
         errors=errors,
@@ -166,7 +169,8 @@ def plot(records: list[dict], path: Path, title: str) -> None:
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="Humanoid-v5")
-    ap.add_argument("--counts", default="1,2,4,8,16", help="actor process counts")
+    ap.add_argument("--counts", default="1,2,4,8,16",
+                    help="actor process counts, any list (e.g. 1,2,4,8,15,16: 15 leaves the learner a core)")
     ap.add_argument("--envs", type=int, default=8, help="envs per process")
     ap.add_argument("--steps-per-push", type=int, default=32)
     ap.add_argument("--window", type=int, default=4)
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 ceiling = ceilings.get(n, float("nan"))
                 rec = dict(info, env=args.env, actors=n, envs_per_actor=args.envs,
                            step_threads=threads, env_steps_per_s=round(m.pop("env_steps_per_s"), 1),
-                           ceiling_steps_per_s=round(ceiling, 1), **m,
+                           ceiling_steps_per_s=round(ceiling, 1), ceiling_stepper="gymnasium", **m,
                            device=str(learner.device), batch=lcfg.batch_size,
                            steps_per_push=args.steps_per_push)
                 rec["ratio_to_ceiling"] = round(rec["env_steps_per_s"] / ceiling, 3)
