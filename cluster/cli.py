@@ -269,6 +269,33 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_precompile(args) -> int:
+    """Compile the config's learner update here once, so jobs start with a warm cache."""
+    import numpy as np
+
+    from actors.envs import EnvError
+    from cluster.config import ConfigError, check_env, load_config
+    from learner.service import pick_device
+
+    try:
+        cfg = load_config(args.config)
+        d = check_env(cfg)
+        device = pick_device(cfg.learner.device)
+    except (ConfigError, EnvError, RuntimeError) as e:
+        print(f"herd: {e}", file=sys.stderr)
+        return 2
+    if device.type != "cuda" or not cfg.learner.compile:
+        print("herd: nothing to precompile (the learner compiles only on CUDA with learner.compile: true)")
+        return 0
+    from learner.precompile import precompile
+
+    seconds = precompile(cfg.learner, int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"])),
+                         d["action_low"], d["action_high"], device)
+    print(f"compiled and captured the {cfg.env.id} update (batch {cfg.learner.batch_size}, "
+          f"amp {cfg.learner.amp}) in {seconds:.1f} s; jobs with these sizes start warm on this machine")
+    return 0
+
+
 def cmd_list(args) -> int:
     for job in job_client(args).list_jobs():
         if job.submission_id and job.submission_id.startswith("herd-"):
@@ -314,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--follow", action="store_true")
     s.set_defaults(fn=cmd_logs)
     sub.add_parser("list", help="Herd jobs on the cluster").set_defaults(fn=cmd_list)
+    s = sub.add_parser("precompile", help="compile a config's GPU update once (warm cache for jobs)")
+    s.add_argument("config", help="YAML job config")
+    s.set_defaults(fn=cmd_precompile)
     s = sub.add_parser("evaluate", help="deterministic episodes from a checkpoint (optionally an mp4)")
     s.add_argument("checkpoint", help="runs/<job> or runs/<job>/checkpoint")
     s.add_argument("--episodes", type=int, default=5)

@@ -105,13 +105,20 @@ class Controller:
         return len(self.actors)
 
     def actor_stats(self, timeout: float = 10.0) -> list[dict]:
+        """Every actor's stats, asked all at once: one slow or booting actor costs at most
+        `timeout` in all, not per actor."""
         with self._lock:
             items = list(self.actors.items())
+        refs = [handle.stats.remote() for _, handle in items]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout) if refs else ([], [])
+        ready = set(ready)
         out = []
-        for actor_id, handle in items:
+        for (actor_id, _), ref in zip(items, refs):
             try:
-                out.append(ray.get(handle.stats.remote(), timeout=timeout))
-            except Exception as e:  # restarting or dead: report, do not fail the status
+                if ref not in ready:
+                    raise TimeoutError
+                out.append(ray.get(ref))
+            except Exception as e:  # booting, restarting or dead: report, do not fail the status
                 out.append({"actor_id": actor_id, "error": f"unavailable: {type(e).__name__}"})
                 continue
             self._note_incarnation(actor_id, out[-1])

@@ -136,6 +136,20 @@ def fixed_port(cfg: JobConfig) -> JobConfig:
     return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"port": port})})
 
 
+def known_address(cfg: JobConfig) -> str | None:
+    """The learner's dial address when it follows from the config alone (after fixed_port)."""
+    host = cfg.learner.advertise_host or cfg.learner.host
+    return None if host in ("0.0.0.0", "::") else f"{host}:{cfg.learner.port}"
+
+
+def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
+    """The job's controller and its first actors; returns (controller, ref of the scale call)."""
+    controller = ray.remote(Controller).options(
+        name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
+    ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
+    return controller, controller.scale.remote(cfg.actors.num_actors)
+
+
 class LearnerWatch:
     """Tells a slow learner from a dead one and keeps the books on restarts."""
 
@@ -221,12 +235,17 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         num_cpus=cfg.learner.num_cpus, max_concurrency=16,
         max_restarts=cfg.learner.max_restarts,
     ).remote(cfg.learner, spec, resume, ckpt_dir)
+    # Actors boot (~10 s: Python, torch, MuJoCo) while the learner initialises CUDA and
+    # compiles; they dial with backoff until it listens. Only an address the learner picks
+    # itself (0.0.0.0 -> its node's IP) must be waited for.
+    early = known_address(cfg)
+    if early:
+        controller, scaling = start_actors(cfg, job_id, learner, early)
     address = ray.get(learner.address.remote())
+    if not early:
+        controller, scaling = start_actors(cfg, job_id, learner, address)
     watch = LearnerWatch(learner, cfg.learner.down_timeout_s, start)
-    controller = ray.remote(Controller).options(
-        name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
-    ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
-    ray.get(controller.scale.remote(cfg.actors.num_actors))
+    ray.get(scaling)
     print(f"[herd] job {job_id}: learner at {address}, {cfg.actors.num_actors} actors, "
           f"results in {run_dir}", flush=True)
 

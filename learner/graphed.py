@@ -23,6 +23,15 @@ def configure_backends(device: torch.device, tf32: bool) -> None:
         torch.backends.cudnn.allow_tf32 = tf32
 
 
+def make_update(sac: SAC, buffer: ReplayBuffer) -> "GraphedUpdate":
+    """The update a learner with `sac.cfg` runs: graphed (+ compiled) on CUDA, eager on the CPU."""
+    cfg = sac.cfg
+    configure_backends(sac.device, cfg.tf32)
+    cuda = sac.device.type == "cuda"
+    compile_mode = cfg.compile_mode if cfg.compile and cuda else None  # the CPU stays eager
+    return GraphedUpdate(sac, buffer, cfg.updates_per_call, compile_mode=compile_mode)
+
+
 class GraphedUpdate:
     """Call it to run `updates_per_call` updates; returns the last update's loss tensor.
 

@@ -113,17 +113,11 @@ class Learner:
 
     # ---- the training thread: sole writer of the ring, sole caller of the update ----
     def _make_step(self):
-        """The update callable: one CUDA graph of updates_per_call updates on CUDA, else a loop.
+        """The update callable (learner/graphed.py); captured on the training thread as it
+        starts (GraphedUpdate.prepare)."""
+        from learner.graphed import make_update
 
-        Captured on this training thread as it starts (GraphedUpdate.prepare).
-        """
-        from learner.graphed import GraphedUpdate, configure_backends
-
-        configure_backends(self.device, self.cfg.tf32)
-        compile_mode = self.cfg.compile_mode if self.cfg.compile else None
-        if self.device.type != "cuda":
-            compile_mode = None  # the CPU path stays eager
-        return GraphedUpdate(self.sac, self.buffer, self.cfg.updates_per_call, compile_mode=compile_mode)
+        return make_update(self.sac, self.buffer)
 
     def _limits(self) -> tuple[bool, bool]:
         """(may insert, may update) under the replay-ratio limiter."""

@@ -1,0 +1,33 @@
+"""Fill torch's on-disk compile cache for a learner config before any job needs it.
+
+`learner.compile: true` costs ~15-20 s of inductor codegen the first time a shape is seen on a
+machine, and more while a job's actors load the CPUs at the same moment. Inductor keeps what it
+built in its cache directory (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_$USER), so a
+learner started later with the same sizes only re-traces. `herd precompile CONFIG` runs this on
+the GPU node once per machine and config.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from learner.config import LearnerConfig
+from learner.graphed import make_update
+from learner.replay import ReplayBuffer
+from learner.sac import SAC
+
+
+def precompile(cfg: LearnerConfig, obs_dim: int, action_dim: int, action_low, action_high,
+               device: torch.device) -> float:
+    """Compile and capture `cfg`'s update on a small empty ring; seconds taken (0 on the CPU,
+    where nothing is compiled)."""
+    if torch.device(device).type != "cuda" or not cfg.compile:
+        return 0.0
+    t0 = time.perf_counter()
+    buf = ReplayBuffer(1_000, (obs_dim,), action_dim, device)  # the ring is not compiled in
+    sac = SAC(cfg, obs_dim, action_dim, np.asarray(action_low), np.asarray(action_high), device)
+    make_update(sac, buf).prepare()
+    return time.perf_counter() - t0
