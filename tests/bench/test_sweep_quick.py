@@ -15,7 +15,8 @@ def test_sweep_quick_writes_json_and_png():
     assert str(out).startswith("/tmp/")
     for stale in (out, out.with_suffix(".png")):
         stale.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "bench/sweep.py", "--quick", "--seconds", "3", "--episodes", "2"],
+    proc = subprocess.run([sys.executable, "bench/sweep.py", "--quick", "--seconds", "3", "--episodes", "2",
+                           "--parallel", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     records = json.loads(out.read_text())
