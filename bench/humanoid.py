@@ -120,7 +120,7 @@ def main() -> int:
         "final_eval_return": summary["final_eval"]["mean_return"],
         "best_eval_return": max((e["mean_return"] for e in evals), default=None),
         "env_steps": int(summary["learner"]["received"]), "updates": int(summary["learner"]["updates"]),
-        "wall_s": summary["wall_s"], "evaluations": evals,
+        "wall_s": summary["wall_s"], "startup": summary.get("startup"), "evaluations": evals,
     }
     record["env_steps_per_s"] = record["env_steps"] / summary["wall_s"]
     record["updates_per_s"] = record["updates"] / summary["wall_s"]

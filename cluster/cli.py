@@ -55,6 +55,7 @@ def cmd_down(args) -> int:
 
 
 def cmd_submit(args) -> int:
+    submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
     from actors.envs import EnvError
     from cluster.config import ConfigError, check_env, load_config
 
@@ -64,7 +65,8 @@ def cmd_submit(args) -> int:
     except (ConfigError, EnvError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
-    env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
+    env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
+                "HERD_SUBMIT_UNIX": repr(submitted)}
     if args.actor_resources:
         from cluster.controller import ACTOR_RESOURCES_ENV
 

@@ -13,13 +13,16 @@ and summary.json says what the gap cost (updates and transitions since that chec
 
 from __future__ import annotations
 
+import time
+
+DRIVER_STARTED = time.time()  # before the heavy imports: the start-up timeline counts them
+
 import argparse
 import json
 import os
 import secrets
 import socket
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -222,6 +225,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         print(f"[herd] warning: {warning}", flush=True)
     gpus = learner_gpus(cfg)
     cfg = fixed_port(secure(cfg))
+    timeline = Timeline()
+    timeline.mark("driver_ready")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(redacted(cfg))
     start = time.monotonic()
@@ -242,6 +247,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     if early:
         controller, scaling = start_actors(cfg, job_id, learner, early)
     address = ray.get(learner.address.remote())
+    timeline.mark("learner_listening")
     if not early:
         controller, scaling = start_actors(cfg, job_id, learner, address)
     watch = LearnerWatch(learner, cfg.learner.down_timeout_s, start)
@@ -263,6 +269,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         if ls is None:
             continue
         st = {**st, "learner": ls}
+        timeline.observe(st)
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
             prev = (now, ls["received"], ls["updates"])
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
@@ -335,14 +342,44 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         "actor_acked": acked,
         "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
         "checkpoint": ckpt_dir,
+        "startup": timeline.seconds(capture_s=final_learner.get("capture_s")),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print("[herd] start-up, s since " + summary["startup"]["since"] + ": " + ", ".join(
+        f"{k[:-2]} {v}" for k, v in summary["startup"].items() if k.endswith("_s")), flush=True)
     print(f"[herd] done ({reason}): final deterministic eval return "
           f"{final_eval['mean_return']:.1f} over {final_eval['episodes']} episodes; "
           f"results in {run_dir}", flush=True)
     ray.kill(controller)
     ray.kill(learner)
     return summary
+
+
+class Timeline:
+    """Start-up, in seconds since `herd submit` ($HERD_SUBMIT_UNIX; else since this driver
+    process began): when the driver ran, the learner listened, every actor answered, the ring
+    took its first rows and the first update was made."""
+
+    def __init__(self):
+        self.zero = float(os.environ.get("HERD_SUBMIT_UNIX") or DRIVER_STARTED)
+        self.marks = {"driver_process": DRIVER_STARTED}
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.time())
+
+    def observe(self, st: dict) -> None:
+        actors, ls = st.get("actors", []), st["learner"]
+        if actors and not any(a.get("error") for a in actors):
+            self.mark("actors_ready")
+        if ls.get("inserted"):
+            self.mark("first_rows")
+        if ls.get("updates"):
+            self.mark("first_update")
+
+    def seconds(self, **extra) -> dict:
+        out = {f"{k}_s": round(v - self.zero, 2) for k, v in self.marks.items()}
+        out["since"] = "herd submit" if os.environ.get("HERD_SUBMIT_UNIX") else "driver start"
+        return {**out, **{k: v for k, v in extra.items() if v is not None}}
 
 
 def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[dict]) -> dict:
