@@ -19,13 +19,16 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--machine", default="nvidia-h200")
-    p.add_argument("--herd", default=None, help="Herd JSON (default: humanoid-long-<machine>.json)")
     args = p.parse_args()
-    herd = json.loads(Path(args.herd or RESULTS / f"humanoid-long-{args.machine}.json").read_text())[0]
+    curves = []
+    for name, label in ((f"humanoid-warm-{args.machine}.json", "Herd, warm compile cache"),
+                        (f"humanoid-{args.machine}.json", "Herd, cold start (compiles in the job)")):
+        if (RESULTS / name).exists():
+            curves.append((label, json.loads((RESULTS / name).read_text())[0]["evaluations"]))
     rllib = json.loads((RESULTS / f"rllib-{args.machine}.json").read_text())[0]
+    curves.append(("RLlib 2.60 SAC", rllib["evaluations"]))
     out = RESULTS / f"humanoid-vs-rllib-{args.machine}.png"
-    plot(herd["evaluations"], out, f"Humanoid-v5 on {herd['machine']}: Herd vs RLlib SAC",
-         baseline=rllib["evaluations"])
+    plot(curves, out, f"Humanoid-v5 on {rllib['machine']}: Herd vs RLlib SAC (same session)")
     print(f"wrote {out}")
     return 0
 
