@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -106,7 +107,10 @@ def main() -> int:
     info = header("Herd on Humanoid: evaluation return against wall-clock")
     cfg = apply_overrides(yaml.safe_load((ROOT / args.config).read_text()),
                           [f"run.max_seconds={args.seconds}", *args.set])
-    cfg_path = Path("/tmp/herd-bench-humanoid.yaml")
+    # one file per run: several benches may submit at once
+    fd, name = tempfile.mkstemp(prefix=f"herd-bench-{cfg['env']['id']}-", suffix=".yaml")
+    os.close(fd)
+    cfg_path = Path(name)
     cfg_path.write_text(yaml.safe_dump(cfg))
     local.up(num_cpus=os.cpu_count())
     job, t_submit = run_job(cfg_path, Path(args.runs_dir).resolve(), args.seconds + 300)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -90,7 +91,8 @@ def cmd_submit(args) -> int:
         print("herd: learner.device is 'cuda' but the cluster has no GPU; use device: auto "
               "(falls back to the CPU) or add a GPU node", file=sys.stderr)
         return 2
-    job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # the suffix keeps two jobs of one name submitted in the same second apart
+    job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     runs_dir = Path(args.runs_dir).resolve()
     is_local = "127.0.0.1" in dashboard_url(args)
     if cfg.learner.token and is_local:
