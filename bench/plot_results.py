@@ -1,4 +1,4 @@
-"""Herd's Humanoid curves and RLlib's on one plot, from the JSON the benches wrote.
+"""Herd's Humanoid curves (every humanoid*-<machine>.json) and RLlib's on one plot.
 
     python bench/plot_results.py [--machine nvidia-h200]
 """
@@ -16,15 +16,22 @@ from bench.humanoid import plot  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def label(record: dict) -> str:
+    """Herd's curve label: whether its job compiled the update itself (from its start-up)."""
+    capture = (record.get("startup") or {}).get("capture_s")
+    if capture is None:  # runs from before the start-up timeline existed
+        return f"Herd, first evaluation at {record['evaluations'][0]['seconds']:.0f} s"
+    return f"Herd, {'warm compile cache' if capture < 10 else 'compiled in the job'} (capture {capture:.0f} s)"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--machine", default="nvidia-h200")
     args = p.parse_args()
     curves = []
-    for name, label in ((f"humanoid-warm-{args.machine}.json", "Herd, warm compile cache"),
-                        (f"humanoid-{args.machine}.json", "Herd, cold start (compiles in the job)")):
-        if (RESULTS / name).exists():
-            curves.append((label, json.loads((RESULTS / name).read_text())[0]["evaluations"]))
+    for path in sorted(RESULTS.glob(f"humanoid*-{args.machine}.json"), reverse=True):
+        record = json.loads(path.read_text())[0]
+        curves.append((label(record), record["evaluations"]))
     rllib = json.loads((RESULTS / f"rllib-{args.machine}.json").read_text())[0]
     curves.append(("RLlib 2.60 SAC", rllib["evaluations"]))
     out = RESULTS / f"humanoid-vs-rllib-{args.machine}.png"
