@@ -64,6 +64,10 @@ class EnvActor:
         self._policy = MLPPolicy(weights, self.low, self.high)
 
     def _run(self) -> None:
+        # OpenMP thread counts are per thread: without this the policy's matmuls on this thread
+        # get a team of one thread per core, which spin between calls (a whole extra core per
+        # actor, measured by bench/actor_cost.py) and fight 16 actors for 16 cores.
+        torch.set_num_threads(1)
         try:
             self._loop()
         except BaseException as e:

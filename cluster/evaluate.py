@@ -27,6 +27,9 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
 
     With `video`, the episodes are rendered offscreen and written there as one mp4.
     """
+    import torch
+
+    torch.set_num_threads(1)  # one OpenMP thread for this thread's policy (no spinning team)
     if not video:
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
     env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})

@@ -151,6 +151,7 @@ class Learner:
             writer.write([arrays for arrays, _ in taken])
 
     def _train_loop(self) -> None:
+        torch.set_num_threads(self.cfg.num_threads)  # per thread under OpenMP (see EnvActor._run)
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, self.buffer.inserted)
         try:

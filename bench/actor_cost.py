@@ -1,0 +1,178 @@
+"""CPU time per env step of one actor process, all its threads counted, three ways.
+
+At 16 actors on 16 cores the box runs out of cores before the simulator does, so what scales
+is CPU seconds per env step, not one process's steps/s. One process each, same env, same
+256x256 policy (1 torch thread), random initial weights:
+
+  gymnasium   gymnasium's wrapped env.step loop (bench/actors.py's ceiling)
+  stepper     Herd's VecStepper (batched path where it applies) + the policy, no network
+  herd        a full EnvActor pushing over gRPC to a live learner in this process (the
+              learner does not train: min_replay_size is out of reach, so it only ingests)
+
+CPU time is the process's user + system time (os.times() inside it, every thread) over the
+timed window. The learner process is not counted. Writes bench/results/actor-cost-<machine>.json.
+
+    python bench/actor_cost.py [--env Humanoid-v5] [--envs 8] [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/: actors/, not bench/actors.py
+
+from rich.table import Table  # noqa: E402
+
+from bench.common import console, header, result_path, save  # noqa: E402
+
+MODES = ("gymnasium", "stepper", "herd")
+
+
+def cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _policy(obs_dim: int, space):
+    import torch
+
+    from actors.policy import MLPPolicy
+    from bench.actors import random_policy_weights
+
+    torch.set_num_threads(1)
+    return MLPPolicy(random_policy_weights(obs_dim, space.shape[0]), space.low, space.high)
+
+
+def _timed(step, steps_per_call: int, warmup: float, seconds: float) -> tuple[int, float, float]:
+    """Run `step` for warmup + seconds; (steps, wall s, CPU s) of the timed part."""
+    t_end_warm = time.monotonic() + warmup
+    while time.monotonic() < t_end_warm:
+        step()
+    steps, c0, t0 = 0, cpu_s(), time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        step()
+        steps += steps_per_call
+    return steps, time.monotonic() - t0, cpu_s() - c0
+
+
+def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float, address, q) -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    from actors.config import ActorConfig, EnvConfig
+
+    if mode == "herd":
+        from actors.env_actor import EnvActor
+
+        actor = EnvActor("cost-0", EnvConfig(id=env_id), ActorConfig(num_envs=num_envs, warmup_steps=0),
+                         address, seed=0)
+        actor._on_weights(_weights_for(actor))  # act with a real policy from the first step
+        time.sleep(warmup)
+        s0, c0, t0 = actor.steps, cpu_s(), time.monotonic()
+        time.sleep(seconds)
+        steps, wall, cpu = actor.steps - s0, time.monotonic() - t0, cpu_s() - c0
+        path = actor.stepper.path
+        actor.stop()
+    elif mode == "stepper":
+        from actors.stepper import VecStepper
+
+        st = VecStepper(EnvConfig(id=env_id), num_envs)
+        policy = _policy(st.obs_dim, st.envs[0].action_space)
+        a = st.envs[0].action_space.shape[0]
+        nxt, rew = np.empty((num_envs, st.obs_dim), np.float32), np.empty(num_envs, np.float32)
+        term, act = np.empty(num_envs, np.uint8), np.empty((num_envs, a), np.float32)
+
+        def step():
+            act[:] = policy.act(st.obs)
+            st.step(act, nxt, rew, term)
+
+        steps, wall, cpu = _timed(step, num_envs, warmup, seconds)
+        path = st.path
+    else:
+        envs = [gym.make(env_id) for _ in range(num_envs)]
+        obs = np.stack([np.asarray(e.reset(seed=i)[0], np.float32) for i, e in enumerate(envs)])
+        policy = _policy(obs.shape[1], envs[0].action_space)
+
+        def step():
+            action = policy.act(obs)
+            for i, e in enumerate(envs):
+                o, _, done, cut, _ = e.step(action[i])
+                obs[i] = e.reset()[0] if done or cut else o
+
+        steps, wall, cpu = _timed(step, num_envs, warmup, seconds)
+        path = "gymnasium"
+    q.put({"mode": mode, "stepper_path": path, "env_steps": steps, "wall_s": round(wall, 2),
+           "cpu_s": round(cpu, 3), "env_steps_per_s": round(steps / wall, 1),
+           "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1),
+           "cores_used": round(cpu / wall, 2)})
+
+
+def _weights_for(actor):
+    from bench.actors import random_policy_weights
+
+    return random_policy_weights(actor.stepper.obs_dim, actor.low.shape[0])
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="Humanoid-v5")
+    ap.add_argument("--envs", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="short windows, results in /tmp")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seconds, args.warmup = min(args.seconds, 2.0), min(args.warmup, 1.0)
+    info = header(f"CPU per env step of one actor process: {args.env}, {args.envs} envs")
+    learner = None
+    if "herd" in args.modes:
+        from actors.config import EnvConfig
+        from actors.envs import describe, make_env
+        from learner.config import LearnerConfig
+        from learner.service import Learner
+        from proto import codec
+
+        d = describe(make_env(EnvConfig(id=args.env)))
+        spec = codec.spec_to_proto(args.env, d["obs_shape"], d["obs_dtype"], d["action_shape"],
+                                   d["action_low"], d["action_high"])
+        learner = Learner(LearnerConfig(device="cpu", buffer_capacity=200_000, min_replay_size=10**9,
+                                        replay_ratio=None), spec)
+    records = []
+    ctx = mp.get_context("spawn")
+    try:
+        for mode in args.modes.split(","):
+            q = ctx.Queue()
+            p = ctx.Process(target=worker, args=(mode, args.env, args.envs, args.warmup, args.seconds,
+                                                 learner.address() if learner else None, q))
+            p.start()
+            rec = q.get(timeout=args.warmup + args.seconds + 180)
+            p.join()
+            records.append({**info, "env": args.env, "envs_per_actor": args.envs, **rec})
+            console.print(f"  {mode:9s} ({rec['stepper_path']}): {rec['env_steps_per_s']:8,.0f} env steps/s, "
+                          f"{rec['cpu_us_per_step']:6.1f} CPU us per step, {rec['cores_used']:.2f} cores")
+    finally:
+        if learner is not None:
+            learner.stop()
+    base = records[0]["cpu_us_per_step"] if records else None
+    table = Table(title=f"{args.env}, {args.envs} envs, one process each ({info['machine']})")
+    for col in ("mode", "path", "env steps/s", "CPU us/step", "vs first", "cores"):
+        table.add_column(col, justify="right")
+    for r in records:
+        table.add_row(r["mode"], r["stepper_path"], f"{r['env_steps_per_s']:,.0f}", f"{r['cpu_us_per_step']}",
+                      f"{r['cpu_us_per_step'] / base:.2f}", f"{r['cores_used']}")
+    console.print(table)
+    out = result_path("actor-cost", args.out, args.quick)
+    save(records, out)
+    console.print(f"wrote {out}")
+    return records
+
+
+if __name__ == "__main__":
+    main()
