@@ -31,7 +31,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from cluster.config import ConfigError, JobConfig, dump_config, parse_config
 from cluster.controller import NAMESPACE, Controller, controller_name
-from cluster.evaluate import evaluate
+from cluster.evaluate import Evaluator
 from cluster.metrics import MetricsWriter
 from learner.server import is_loopback
 from learner.service import Learner
@@ -256,7 +256,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
           f"results in {run_dir}", flush=True)
 
     metrics = MetricsWriter(run_dir)
-    evaluator = ray.remote(num_cpus=0)(evaluate)
+    evaluator = ray.remote(Evaluator).options(
+        name=f"{job_id}-evaluator", namespace=NAMESPACE, num_cpus=0, max_restarts=-1,
+        max_task_retries=2,
+    ).remote(cfg.env, cfg.run.eval_episodes)
     pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
     last_ckpt, reason = time.monotonic(), "max_seconds"
     prev = (time.monotonic(), 0, 0)
@@ -280,7 +283,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
             pending_eval = None
         if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
             weights = watch.call("weights")
-            pending_eval = evaluator.remote(cfg.env, weights, cfg.run.eval_episodes)
+            pending_eval = evaluator.evaluate.remote(weights)
             eval_weights = weights
             eval_taken = {"time_s": now - start, "unix_time": time.time(),
                           "env_steps": ls["received"], "updates": ls["updates"]}
@@ -315,7 +318,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     final_learner = watch.call("stop")  # inserts everything staged before it returns
     watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
     weights = watch.call("weights")  # published by save(): the checkpoint's own policy
-    final_eval = ray.get(evaluator.remote(cfg.env, weights, cfg.run.eval_episodes))
+    final_eval = ray.get(evaluator.evaluate.remote(weights))
+    ray.kill(evaluator)
     metrics.close()
     final_status = ray.get(controller.status.remote())
     # actors scaled away (exact final counts) + processes that died and were restarted (their

@@ -60,12 +60,21 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
 
 
 def _evaluate_side_by_side(env_cfg: EnvConfig, weights, episodes: int, seed: int) -> dict:
-    """All episodes at once, one env each (episode i reset with seed + i) and one policy call
-    per step for the envs still running: the evaluation's wall time is that of its longest
-    episode, which keeps the driver's evaluations close together on a busy machine."""
     envs = [make_env(env_cfg) for _ in range(episodes)]
+    try:
+        return side_by_side(envs, weights, seed)
+    finally:
+        for env in envs:
+            env.close()
+
+
+def side_by_side(envs: list, weights, seed: int) -> dict:
+    """One deterministic episode per env, all at once (env i reset with seed + i), one policy
+    call per step for the envs still running: the evaluation takes as long as its longest
+    episode, which keeps the driver's evaluations close together on a busy machine."""
     d = describe(envs[0])
     policy = MLPPolicy(weights, d["action_low"], d["action_high"])
+    episodes = len(envs)
     obs = [np.asarray(env.reset(seed=seed + i)[0], np.float32).ravel() for i, env in enumerate(envs)]
     returns, lengths = [0.0] * episodes, [0] * episodes
     running = list(range(episodes))
@@ -80,9 +89,25 @@ def _evaluate_side_by_side(env_cfg: EnvConfig, weights, episodes: int, seed: int
             if not (term or trunc):
                 still.append(i)
         running = still
-    for env in envs:
-        env.close()
     return summarize(weights, returns, lengths)
+
+
+class Evaluator:
+    """The driver's evaluator (a Ray actor): keeps its envs between evaluations, so each
+    periodic evaluation costs its episodes only, not the envs' construction and a fresh task."""
+
+    def __init__(self, env_cfg: EnvConfig, episodes: int, seed: int = 10_000):
+        import torch
+
+        torch.set_num_threads(1)
+        self.envs = [make_env(env_cfg) for _ in range(episodes)]
+        self.seed = seed
+
+    def evaluate(self, weights) -> dict:
+        import torch
+
+        torch.set_num_threads(1)  # per thread: Ray may run this method on another thread
+        return side_by_side(self.envs, weights, self.seed)
 
 
 def summarize(weights, returns: list[float], lengths: list[int]) -> dict:

@@ -88,3 +88,18 @@ def test_video_without_rendering_says_why(checkpoint, tmp_path):
     assert r.returncode == 0
     assert "no video" in r.stderr and "MUJOCO_GL" in r.stderr
     assert not (tmp_path / "x.mp4").exists()
+
+
+def test_the_drivers_evaluator_matches_a_fresh_evaluation() -> None:
+    """Envs kept between evaluations, reset with the same seeds: the same episodes each time."""
+    from actors.config import EnvConfig
+    from bench.actors import random_policy_weights
+    from cluster.evaluate import Evaluator, evaluate
+
+    env_cfg = EnvConfig(id="InvertedPendulum-v5")
+    weights = random_policy_weights(4, 1, hidden=(16, 16))
+    ev = Evaluator(env_cfg, 3)
+    first, second = ev.evaluate(weights), ev.evaluate(weights)
+    fresh = evaluate(env_cfg, weights, 3)
+    assert first == second == fresh
+    assert first["episodes"] == 3 and first["mean_length"] >= 1
