@@ -5,7 +5,8 @@
    actions, for N in --counts. Deliberately gymnasium's wrapped `env.step` (JSON
    ceiling_stepper "gymnasium"), never Herd's stepper: the ceiling is what users get without Herd.
 2. Herd: N EnvActors as Ray actors (num_cpus=1 each) pushing over gRPC to a live Learner in
-   this process (GPU when present, replay_ratio null: it updates flat out while ingesting).
+   this process (GPU when present; the learner settings of --config, default
+   configs/humanoid.yaml, with replay_ratio null: it updates flat out while ingesting).
    The figure is transitions entering the replay buffer per second (learner-side count).
    Actors step with VecStepper's fastest applicable path (JSON stepper_path, e.g. "batched").
 3. Extra rows with --threaded: fewer actors, each stepping its envs on several threads.
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 from rich.table import Table
 
-from bench.common import console, header, progress, result_path, save
+from bench.common import console, header, learner_from, progress, result_path, save
 
 
 def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
@@ -169,6 +170,7 @@ def plot(records: list[dict], path: Path, title: str) -> None:
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="Humanoid-v5")
+    ap.add_argument("--config", default="configs/humanoid.yaml", help="the live learner's settings")
     ap.add_argument("--counts", default="1,2,4,8,16",
                     help="actor process counts, any list (e.g. 1,2,4,8,15,16: 15 leaves the learner a core)")
     ap.add_argument("--envs", type=int, default=8, help="envs per process")
@@ -193,7 +195,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from actors.config import EnvConfig
     from actors.env_actor import EnvActor
     from actors.envs import describe, make_env
-    from learner.config import LearnerConfig
     from learner.service import Learner
     from proto import codec
 
@@ -211,10 +212,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     d = describe(make_env(env_cfg))
     spec = codec.spec_to_proto(args.env, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"])
-    lcfg = LearnerConfig(replay_ratio=None, min_replay_size=10_000, buffer_capacity=1_000_000,
-                         batch_size=256, staging_batches=64, max_batch=4096)
+    # The job config's learner (batch, AMP, graph, updates per replay), training flat out;
+    # compile off so that no point waits for it.
+    lcfg = learner_from(args.config, replay_ratio=None, min_replay_size=10_000, buffer_capacity=1_000_000,
+                        staging_batches=64, max_batch=4096, compile=False, port=0)
     learner = Learner(lcfg, spec)
-    console.print(f"  learner on {learner.device}, replay_ratio null, batch {lcfg.batch_size}")
+    console.print(f"  learner on {learner.device} ({args.config}: batch {lcfg.batch_size}, "
+                  f"{lcfg.updates_per_call} updates per replay, amp {lcfg.amp}), replay_ratio null")
     root = str(Path(__file__).resolve().parent.parent)
     paths = [root] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False,
@@ -232,6 +236,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                            step_threads=threads, env_steps_per_s=round(m.pop("env_steps_per_s"), 1),
                            ceiling_steps_per_s=round(ceiling, 1), ceiling_stepper="gymnasium", **m,
                            device=str(learner.device), batch=lcfg.batch_size,
+                           updates_per_call=lcfg.updates_per_call,
                            steps_per_push=args.steps_per_push)
                 rec["ratio_to_ceiling"] = round(rec["env_steps_per_s"] / ceiling, 3)
                 records.append(rec)

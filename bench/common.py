@@ -58,3 +58,18 @@ def save(records: list[dict], path: Path) -> None:
 def progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                     TimeElapsedColumn(), console=console)
+
+
+def learner_from(config: str | Path, **overrides):
+    """A LearnerConfig from a job config's `learner:` section (e.g. configs/humanoid.yaml) with
+    `overrides` on top; fields LearnerConfig does not know are left out."""
+    import yaml
+
+    from learner.config import LearnerConfig
+
+    path = Path(config)
+    if not path.is_absolute():
+        path = RESULTS.parent.parent / path
+    base = yaml.safe_load(path.read_text()).get("learner", {}) if path.exists() else {}
+    fields = {**base, **overrides}
+    return LearnerConfig(**{k: v for k, v in fields.items() if k in LearnerConfig.model_fields})

@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/: learner/ not bench/learner.py
-import yaml  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench.common import console, header, progress, result_path, save  # noqa: E402
+from bench.common import console, header, learner_from, progress, result_path, save  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = dict(env="InvertedPendulum-v5", batches=(64, 256), ratios=(0.25, 1.0), seconds=3.0,
@@ -52,15 +51,7 @@ def env_spec(env_cfg):
                                d["action_low"], d["action_high"])
 
 
-def learner_config(base: dict, batch: int, ratio: float, seed: int):
-    from learner.config import LearnerConfig
-
-    fields = {**base, "batch_size": batch, "replay_ratio": ratio, "seed": seed, "compile": False,
-              "port": 0, "num_cpus": 1.0}
-    return LearnerConfig(**{k: v for k, v in fields.items() if k in LearnerConfig.model_fields})
-
-
-def run_cell(env_id: str, learner_base: dict, batch: int, ratio: float, seconds: float, seed: int,
+def run_cell(env_id: str, config: str, quick: bool, batch: int, ratio: float, seconds: float, seed: int,
              episodes: int, actors: int, envs: int) -> dict:
     """One short run: learner + actors for `seconds` of wall clock, then a deterministic evaluation."""
     from actors.config import ActorConfig, EnvConfig
@@ -69,7 +60,10 @@ def run_cell(env_id: str, learner_base: dict, batch: int, ratio: float, seconds:
     from learner.service import Learner
 
     env_cfg = EnvConfig(id=env_id)
-    learner = Learner(learner_config(learner_base, batch, ratio, seed), env_spec(env_cfg))
+    extra = QUICK["learner"] if quick else {}
+    lcfg = learner_from(config, **extra, batch_size=batch, replay_ratio=ratio, seed=seed, compile=False,
+                        port=0, num_cpus=1.0)
+    learner = Learner(lcfg, env_spec(env_cfg))
     running, stats = [], []
     try:
         for i in range(actors):
@@ -168,7 +162,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--cell", default=None, help=argparse.SUPPRESS)  # B,R,S: run one cell, print JSON
     args = ap.parse_args(argv)
     raw_argv = list(sys.argv[1:] if argv is None else argv)
-    learner_base = yaml.safe_load((ROOT / args.config).read_text()).get("learner", {})
     env_id = args.env
     batches = [int(x) for x in args.batches.split(",")]
     ratios = [float(x) for x in args.ratios.split(",")]
@@ -176,13 +169,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.quick:
         env_id, batches, ratios = QUICK["env"], list(QUICK["batches"]), list(QUICK["ratios"])
         seconds = args.seconds if args.seconds is not None else QUICK["seconds"]
-        learner_base = {**learner_base, **QUICK["learner"]}
         args.envs = min(args.envs, 4)
         args.actors = 1
     if args.cell:
         b, r, s = args.cell.split(",")
-        print(json.dumps(run_cell(env_id, learner_base, int(b), float(r), seconds, int(s), args.episodes,
-                                  args.actors, args.envs)), flush=True)
+        print(json.dumps(run_cell(env_id, args.config, args.quick, int(b), float(r), seconds, int(s),
+                                  args.episodes, args.actors, args.envs)), flush=True)
         return []
 
     info = header(f"sweep: batch x replay ratio at {seconds:g} s per cell, {env_id}, "
@@ -197,8 +189,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             if args.parallel > 1:
                 done = run_round(chunk, raw_argv)
             else:
-                done = [run_cell(env_id, learner_base, b, r, seconds, s, args.episodes, args.actors, args.envs)
-                        for b, r, s in chunk]
+                done = [run_cell(env_id, args.config, args.quick, b, r, seconds, s, args.episodes,
+                                 args.actors, args.envs) for b, r, s in chunk]
             for cell in done:
                 records.append(dict(machine=info["machine"], torch=info["torch"], env=env_id,
                                     cores=info["cores"], parallel=args.parallel, **cell,
@@ -211,7 +203,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     path = result_path("sweep", args.out, args.quick)
     save(records, path)
     png = path.with_suffix(".png")
-    hidden = "x".join(map(str, learner_base.get("hidden_sizes", [256, 256])))
+    hidden = "x".join(map(str, learner_from(args.config, **(QUICK["learner"] if args.quick else {})).hidden_sizes))
     plot(records, batches, ratios, png,
          f"{env_id}: eval return after {seconds:g} s wall clock, mean of {args.seeds} seed(s)\n"
          f"{info['machine']}, {info['cores']} cores, {args.parallel} cells at once, "
