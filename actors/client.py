@@ -11,6 +11,7 @@ import collections
 import logging
 import queue
 import random
+import secrets
 import threading
 import time
 
@@ -47,6 +48,8 @@ class LearnerClient:
         self._outbox: queue.Queue | None = None
         self._seq = 0
         self._session = 0
+        # this client's random id: with seq, the learner spots a resent batch it already took
+        self.incarnation = secrets.randbits(63) or 1
         self.learner_id = ""
         self.policy_version = 0
         self.stats = collections.Counter()
@@ -104,7 +107,7 @@ class LearnerClient:
     # ---- background threads ----
     def _handshake(self) -> None:
         reply = self._stub.Handshake(
-            pb.HandshakeRequest(actor_id=self.actor_id, spec=self.spec),
+            pb.HandshakeRequest(actor_id=self.actor_id, spec=self.spec, incarnation=self.incarnation),
             metadata=self._metadata, timeout=10)
         if self.learner_id and reply.learner_id != self.learner_id:
             log.warning("learner restarted (%s -> %s)", self.learner_id, reply.learner_id)
@@ -160,6 +163,7 @@ class LearnerClient:
                 return
             if ack.code == 0:
                 self.stats["acked"] += ack.accepted
+                self.stats["duplicates"] += ack.duplicate  # its first ack was lost in a reconnect
             else:
                 self.stats["rejected"] += batch.count
                 self.stats["rejected_batches"] += 1

@@ -7,6 +7,7 @@ invalid one is answered in its own ack (the stream stays open) and leaves no tra
 from __future__ import annotations
 
 import collections
+import contextlib
 import hmac
 import secrets
 import threading
@@ -69,6 +70,12 @@ class LearnerServicer(pb_grpc.LearnerServicer):
         # accepted transitions per session (actor incarnation), bounded like `sessions`
         self.session_received: collections.OrderedDict[int, tuple[str, int]] = collections.OrderedDict()
         self._active: collections.Counter[int] = collections.Counter()  # open streams per session
+        # (actor_id, incarnation) -> highest seq staged, and a lock per key: an actor process's
+        # batches are taken one at a time across its connections, so a resend on a new
+        # connection waits for the old connection's attempt at the same batch to settle.
+        self.taken: collections.OrderedDict[tuple[str, int], int] = collections.OrderedDict()
+        self._key_locks: dict[tuple[str, int], threading.Lock] = {}
+        self.duplicates = 0
         self._lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -80,7 +87,7 @@ class LearnerServicer(pb_grpc.LearnerServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "actor_id is empty")
         with self._lock:
             sid = secrets.randbits(63) or 1
-            self.sessions[sid] = Session(sid, request.actor_id, self.ingest.spec)
+            self.sessions[sid] = Session(sid, request.actor_id, self.ingest.spec, request.incarnation)
             self.session_received[sid] = (request.actor_id, 0)
             self._forget_idle()
         return pb.HandshakeReply(
@@ -100,6 +107,9 @@ class LearnerServicer(pb_grpc.LearnerServicer):
                 del self.sessions[sid]
         while len(self.session_received) > self.MAX_SESSIONS:
             self.session_received.popitem(last=False)
+        while len(self.taken) > self.MAX_SESSIONS:
+            key, _ = self.taken.popitem(last=False)
+            self._key_locks.pop(key, None)
 
     def PushTransitions(self, request_iterator, context):
         used: set[int] = set()  # a session lives as long as the connection that uses it
@@ -129,18 +139,44 @@ class LearnerServicer(pb_grpc.LearnerServicer):
                 self.ingest.count_reject()
                 yield pb.PushAck(seq=batch.seq, code=e.code.value[0], message=e.message)
                 continue
-            # Blocks while the staging queue is full: the actor's window stalls (backpressure).
-            while not self.ingest.stage(
-                batch.actor_id, arrays, batch.policy_version, batch.ByteSize()
-            ):
-                if self.stopping.is_set() or not context.is_active():
-                    return
-            with self._lock:
-                total = self.received.get(batch.actor_id, 0) + batch.count
-                self.received[batch.actor_id] = total
-                actor, n = self.session_received.get(batch.session_id, (batch.actor_id, 0))
-                self.session_received[batch.session_id] = (actor, n + batch.count)
-            yield pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total)
+            key = (session.actor_id, session.incarnation) if session.incarnation else None
+            with self._key_lock(key):
+                if key is not None and batch.seq <= self.taken.get(key, 0):
+                    ack = self._duplicate(batch)
+                else:
+                    # Blocks while the staging queue is full: the actor's window stalls
+                    # (backpressure).
+                    while not self.ingest.stage(
+                        batch.actor_id, arrays, batch.policy_version, batch.ByteSize()
+                    ):
+                        if self.stopping.is_set() or not context.is_active():
+                            return
+                    ack = self._taken(batch, key)
+            yield ack
+
+    def _key_lock(self, key):
+        if key is None:
+            return contextlib.nullcontext()
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _taken(self, batch, key) -> pb.PushAck:
+        with self._lock:
+            if key is not None:
+                self.taken[key] = batch.seq
+                self.taken.move_to_end(key)
+            total = self.received.get(batch.actor_id, 0) + batch.count
+            self.received[batch.actor_id] = total
+            actor, n = self.session_received.get(batch.session_id, (batch.actor_id, 0))
+            self.session_received[batch.session_id] = (actor, n + batch.count)
+        return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total)
+
+    def _duplicate(self, batch) -> pb.PushAck:
+        """A batch staged before whose ack never arrived: acknowledged again, not inserted."""
+        with self._lock:
+            self.duplicates += 1
+            total = self.received.get(batch.actor_id, 0)
+        return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total, duplicate=True)
 
     def WatchWeights(self, request, context):
         have = request.have_version

@@ -214,6 +214,7 @@ class Learner:
             "received": received,
             "inserted": self.buffer.inserted,
             "rejected_batches": rejected,
+            "duplicate_batches": self.servicer.duplicates,  # resent after a lost ack, not inserted
             "replay_size": self.buffer.size,
             "replay_capacity": self.buffer.capacity,
             "updates_per_s": self._rates[0],

@@ -27,6 +27,8 @@ class Session:
     session_id: int
     actor_id: str
     spec: pb.EnvSpec
+    incarnation: int = 0
+    """The actor process's random id from its handshake (0: none, no duplicate detection)."""
     low: np.ndarray = field(init=False)
     high: np.ndarray = field(init=False)
 

@@ -25,12 +25,14 @@ class EnvSpec(_message.Message):
     def __init__(self, env_id: _Optional[str] = ..., obs_shape: _Optional[_Iterable[int]] = ..., obs_dtype: _Optional[str] = ..., action_shape: _Optional[_Iterable[int]] = ..., action_dtype: _Optional[str] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("actor_id", "spec")
+    __slots__ = ("actor_id", "spec", "incarnation")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     spec: EnvSpec
-    def __init__(self, actor_id: _Optional[str] = ..., spec: _Optional[_Union[EnvSpec, _Mapping]] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, actor_id: _Optional[str] = ..., spec: _Optional[_Union[EnvSpec, _Mapping]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class HandshakeReply(_message.Message):
     __slots__ = ("session_id", "policy_version", "max_batch", "learner_id")
@@ -69,18 +71,20 @@ class TransitionBatch(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ...) -> None: ...
 
 class PushAck(_message.Message):
-    __slots__ = ("seq", "code", "message", "accepted", "received_total")
+    __slots__ = ("seq", "code", "message", "accepted", "received_total", "duplicate")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     code: int
     message: str
     accepted: int
     received_total: int
-    def __init__(self, seq: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., accepted: _Optional[int] = ..., received_total: _Optional[int] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, seq: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., accepted: _Optional[int] = ..., received_total: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("actor_id", "have_version")
