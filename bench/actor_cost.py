@@ -8,6 +8,9 @@ is CPU seconds per env step, not one process's steps/s. One process each, same e
   stepper     Herd's VecStepper (batched path where it applies) + the policy, no network
   herd        a full EnvActor pushing over gRPC to a live learner in this process (the
               learner does not train: min_replay_size is out of reach, so it only ingests)
+  ray         the same EnvActor as a Ray actor (num_cpus=1) of a local Ray instance started
+              here, as jobs run it; its process's CPU is read from /proc, and the CPU of Ray's
+              own daemons (raylet, gcs_server) over the same window is reported beside it
 
 CPU time is the process's user + system time (os.times() inside it, every thread) over the
 timed window. The learner process is not counted. Writes bench/results/actor-cost-<machine>.json.
@@ -30,7 +33,8 @@ from rich.table import Table  # noqa: E402
 
 from bench.common import console, header, result_path, save  # noqa: E402
 
-MODES = ("gymnasium", "stepper", "herd")
+MODES = ("gymnasium", "stepper", "herd", "ray")
+DAEMONS = ("raylet", "gcs_server")
 
 
 def cpu_s() -> float:
@@ -112,6 +116,57 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
            "cores_used": round(cpu / wall, 2)})
 
 
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid`, every thread (from /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def daemon_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                name = open(f"/proc/{entry}/comm").read().strip()
+            except OSError:
+                continue
+            if name in DAEMONS:
+                pids.append(int(entry))
+    return pids
+
+
+def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, address: str) -> dict:
+    """The EnvActor as jobs run it: a Ray actor with num_cpus=1 (Ray sets its OMP_NUM_THREADS)."""
+    import ray
+
+    from actors.config import ActorConfig, EnvConfig
+    from actors.env_actor import EnvActor
+
+    root = str(Path(__file__).resolve().parent.parent)
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+             log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": root}})
+    try:
+        actor = ray.remote(num_cpus=1, max_restarts=0)(EnvActor).remote(
+            "cost-ray", EnvConfig(id=env_id), ActorConfig(num_envs=num_envs, warmup_steps=0), address)
+        pid = ray.get(actor.stats.remote())["pid"]
+        time.sleep(warmup)
+        daemons = daemon_pids()
+        s0, c0, d0, t0 = ray.get(actor.stats.remote())["steps"], proc_cpu_s(pid), \
+            sum(proc_cpu_s(p) for p in daemons), time.monotonic()
+        time.sleep(seconds)
+        s1, c1, d1, t1 = ray.get(actor.stats.remote())["steps"], proc_cpu_s(pid), \
+            sum(proc_cpu_s(p) for p in daemons), time.monotonic()
+        path = ray.get(actor.stats.remote())["stepper_path"]
+        ray.get(actor.stop.remote())
+    finally:
+        ray.shutdown()
+    steps, wall, cpu = s1 - s0, t1 - t0, c1 - c0
+    return {"mode": "ray", "stepper_path": path, "env_steps": steps, "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 3), "env_steps_per_s": round(steps / wall, 1),
+            "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1), "cores_used": round(cpu / wall, 2),
+            "ray_daemon_cores": round((d1 - d0) / wall, 3)}
+
+
 def _weights_for(actor):
     from bench.actors import random_policy_weights
 
@@ -132,7 +187,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         args.seconds, args.warmup = min(args.seconds, 2.0), min(args.warmup, 1.0)
     info = header(f"CPU per env step of one actor process: {args.env}, {args.envs} envs")
     learner = None
-    if "herd" in args.modes:
+    if "herd" in args.modes or "ray" in args.modes:
         from actors.config import EnvConfig
         from actors.envs import describe, make_env
         from learner.config import LearnerConfig
@@ -148,6 +203,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ctx = mp.get_context("spawn")
     try:
         for mode in args.modes.split(","):
+            if mode == "ray":
+                rec = run_in_ray(args.env, args.envs, args.warmup, args.seconds, learner.address())
+                records.append({**info, "env": args.env, "envs_per_actor": args.envs, **rec})
+                console.print(f"  ray       ({rec['stepper_path']}): {rec['env_steps_per_s']:8,.0f} env steps/s, "
+                              f"{rec['cpu_us_per_step']:6.1f} CPU us per step, {rec['cores_used']:.2f} cores; "
+                              f"Ray daemons {rec['ray_daemon_cores']:.2f} cores")
+                continue
             q = ctx.Queue()
             p = ctx.Process(target=worker, args=(mode, args.env, args.envs, args.warmup, args.seconds,
                                                  learner.address() if learner else None, q))
