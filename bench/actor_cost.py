@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/: actors/, not bench/actors.py
 
-from rich.table import Table  # noqa: E402
+from rich.table import Table
 
-from bench.common import console, header, result_path, save  # noqa: E402
+from bench.common import console, header, result_path, save
 
 MODES = ("gymnasium", "stepper", "herd", "ray")
 DAEMONS = ("raylet", "gcs_server")
@@ -110,15 +110,20 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
 
         steps, wall, cpu = _timed(step, num_envs, warmup, seconds)
         path = "gymnasium"
-    q.put({"mode": mode, "stepper_path": path, "env_steps": steps, "wall_s": round(wall, 2),
-           "cpu_s": round(cpu, 3), "env_steps_per_s": round(steps / wall, 1),
-           "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1),
-           "cores_used": round(cpu / wall, 2)})
+    q.put(record(mode, path, steps, wall, cpu))
+
+
+def record(mode: str, path: str, steps: int, wall: float, cpu: float, **extra) -> dict:
+    return {"mode": mode, "stepper_path": path, "env_steps": steps, "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 3), "env_steps_per_s": round(steps / wall, 1),
+            "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1), "cores_used": round(cpu / wall, 2),
+            **extra}
 
 
 def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid`, every thread (from /proc)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -127,7 +132,8 @@ def daemon_pids() -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                name = open(f"/proc/{entry}/comm").read().strip()
+                with open(f"/proc/{entry}/comm") as f:
+                    name = f.read().strip()
             except OSError:
                 continue
             if name in DAEMONS:
@@ -160,11 +166,7 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
         ray.get(actor.stop.remote())
     finally:
         ray.shutdown()
-    steps, wall, cpu = s1 - s0, t1 - t0, c1 - c0
-    return {"mode": "ray", "stepper_path": path, "env_steps": steps, "wall_s": round(wall, 2),
-            "cpu_s": round(cpu, 3), "env_steps_per_s": round(steps / wall, 1),
-            "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1), "cores_used": round(cpu / wall, 2),
-            "ray_daemon_cores": round((d1 - d0) / wall, 3)}
+    return record("ray", path, s1 - s0, t1 - t0, c1 - c0, ray_daemon_cores=round((d1 - d0) / (t1 - t0), 3))
 
 
 def _weights_for(actor):

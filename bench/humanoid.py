@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save  # noqa: E402
-from cluster import local  # noqa: E402
+from bench.common import console, header, result_path, save
+from cluster import local
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.humanoid import plot  # noqa: E402
+from bench.humanoid import plot
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

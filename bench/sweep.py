@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -30,9 +29,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/: learner/ not bench/learner.py
-from rich.table import Table  # noqa: E402
+from rich.table import Table
 
-from bench.common import console, header, learner_from, progress, result_path, save  # noqa: E402
+from bench.common import console, header, learner_from, progress, result_path, save
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = dict(env="InvertedPendulum-v5", batches=(64, 256), ratios=(0.25, 1.0), seconds=3.0,

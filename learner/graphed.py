@@ -16,6 +16,7 @@ import torch
 from learner.replay import ReplayBuffer
 from learner.sac import SAC
 
+
 def configure_backends(device: torch.device, tf32: bool) -> None:
     """TF32 for fp32 matmuls (the one process-wide switch the learner flips)."""
     if torch.device(device).type == "cuda":
@@ -23,7 +24,7 @@ def configure_backends(device: torch.device, tf32: bool) -> None:
         torch.backends.cudnn.allow_tf32 = tf32
 
 
-def make_update(sac: SAC, buffer: ReplayBuffer) -> "GraphedUpdate":
+def make_update(sac: SAC, buffer: ReplayBuffer) -> GraphedUpdate:
     """The update a learner with `sac.cfg` runs: graphed (+ compiled) on CUDA, eager on the CPU."""
     cfg = sac.cfg
     configure_backends(sac.device, cfg.tf32)
