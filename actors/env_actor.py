@@ -64,10 +64,6 @@ class EnvActor:
         self._policy = MLPPolicy(weights, self.low, self.high)
 
     def _run(self) -> None:
-        # OpenMP thread counts are per thread: outside Ray (which sets OMP_NUM_THREADS for its
-        # workers) the policy's matmuls on this thread would get a team of one thread per core
-        # that spins between calls (a whole extra core per actor, bench/actor_cost.py).
-        torch.set_num_threads(1)
         try:
             self._loop()
         except BaseException as e:

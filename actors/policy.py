@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from proto import codec
 from proto import herd_pb2 as pb
+
+_acting = threading.local()
+
+
+def _one_thread() -> None:
+    """OpenMP's thread count is per thread: each thread that acts gets one, set once. Outside
+    Ray (which sets OMP_NUM_THREADS for its workers) a thread would otherwise get a team of one
+    thread per core that spins between calls: a whole extra core per actor (bench/actor_cost.py)."""
+    if not getattr(_acting, "one", False):
+        torch.set_num_threads(1)
+        _acting.one = True
 
 
 class MLPPolicy:
@@ -25,6 +38,7 @@ class MLPPolicy:
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        _one_thread()
         x = torch.from_numpy(np.ascontiguousarray(obs, np.float32))
         last = len(self.layers) - 1
         for i, (w, b) in enumerate(self.layers):

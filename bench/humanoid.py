@@ -113,7 +113,10 @@ def main() -> int:
     cfg_path = Path(name)
     cfg_path.write_text(yaml.safe_dump(cfg))
     local.up(num_cpus=os.cpu_count())
-    job, t_submit = run_job(cfg_path, Path(args.runs_dir).resolve(), args.seconds + 300)
+    try:
+        job, t_submit = run_job(cfg_path, Path(args.runs_dir).resolve(), args.seconds + 300)
+    finally:
+        cfg_path.unlink(missing_ok=True)  # the job holds its own copy (runs/<job>/config.yaml)
     summary = json.loads((Path(args.runs_dir) / job / "summary.json").read_text())
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
               "env_steps": e["env_steps"], "updates": e["updates"]} for e in summary["evaluations"]]

@@ -288,13 +288,13 @@ def cmd_precompile(args) -> int:
     except (ConfigError, EnvError, RuntimeError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
-    if device.type != "cuda" or not cfg.learner.compile:
-        print("herd: nothing to precompile (the learner compiles only on CUDA with learner.compile: true)")
-        return 0
     from learner.precompile import precompile
 
     seconds = precompile(cfg.learner, int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"])),
                          d["action_low"], d["action_high"], device)
+    if not seconds:
+        print("herd: nothing to precompile (the learner compiles only on CUDA with learner.compile: true)")
+        return 0
     print(f"compiled and captured the {cfg.env.id} update (batch {cfg.learner.batch_size}, "
           f"amp {cfg.learner.amp}) in {seconds:.1f} s; jobs with these sizes start warm on this machine")
     return 0

@@ -27,9 +27,6 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
 
     With `video`, the episodes are rendered offscreen and written there as one mp4.
     """
-    import torch
-
-    torch.set_num_threads(1)  # one OpenMP thread for this thread's policy (no spinning team)
     if not video:
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
     env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
@@ -97,16 +94,10 @@ class Evaluator:
     periodic evaluation costs its episodes only, not the envs' construction and a fresh task."""
 
     def __init__(self, env_cfg: EnvConfig, episodes: int, seed: int = 10_000):
-        import torch
-
-        torch.set_num_threads(1)
         self.envs = [make_env(env_cfg) for _ in range(episodes)]
         self.seed = seed
 
     def evaluate(self, weights) -> dict:
-        import torch
-
-        torch.set_num_threads(1)  # per thread: Ray may run this method on another thread
         return side_by_side(self.envs, weights, self.seed)
 
 

@@ -1,4 +1,4 @@
-"""Two CUDA streams for the independent halves of one SAC update.
+"""CUDA streams for the independent pieces of one SAC update.
 
 A batch-256 update is latency-bound: ~140 small kernels that each fill a few of the GPU's
 SMs. Its pieces form a small DAG: the critic's forward on (obs, action) needs only the batch;

@@ -1,7 +1,7 @@
 """The training loop's update callable: k SAC updates captured as one CUDA graph.
 
-On CUDA (cuda_graph on) `prepare()` (or else the first call) warms the update up on a side stream, rolls the model
-back to where it was, and captures `updates_per_call` updates as a single CUDA graph; every
+On CUDA (cuda_graph on) `prepare()` (or else the first call) warms the update up on a side
+stream, rolls the model back to where it was, and captures `updates_per_call` updates as a single CUDA graph; every
 later call is one `graph.replay()`: no Python, no autograd and no launch overhead per kernel.
 Everything the graph reads lives at fixed addresses (the ring, its size_t, parameters,
 optimizer state); the batch is sampled inside the graph. Elsewhere it is a plain loop.

@@ -112,7 +112,7 @@ class SAC:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=False)
 
     def compile(self, mode: str | None = "default") -> None:
-        """torch.compile the three differentiable pieces (forward and their backward)."""
+        """torch.compile the differentiable pieces (forward and their backward) and both Adams."""
         self._actor_pass = torch.compile(self._actor_pass_eager, mode=mode)
         self._critic_q = torch.compile(self._critic_q_eager, mode=mode)
         self._target_q = torch.compile(self._target_q_eager, mode=mode)

@@ -54,9 +54,6 @@ class Learner:
         self.learner_id = uuid.uuid4().hex[:12]
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.num_threads)
-        if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
-            torch.backends.cudnn.allow_tf32 = cfg.tf32
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
         self.buffer = ReplayBuffer(
@@ -151,7 +148,7 @@ class Learner:
             writer.write([arrays for arrays, _ in taken])
 
     def _train_loop(self) -> None:
-        torch.set_num_threads(self.cfg.num_threads)  # per thread under OpenMP (see EnvActor._run)
+        torch.set_num_threads(self.cfg.num_threads)  # per thread under OpenMP (actors/policy.py)
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, self.buffer.inserted)
         try:
