@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/
 
 from rich.table import Table
 
-from bench.common import console, header, result_path, save
+from bench.common import console, header, ray_runtime_env, result_path, save
 
 MODES = ("gymnasium", "stepper", "herd", "ray")
 DAEMONS = ("raylet", "gcs_server")
@@ -148,9 +148,8 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
     from actors.config import ActorConfig, EnvConfig
     from actors.env_actor import EnvActor
 
-    root = str(Path(__file__).resolve().parent.parent)
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
-             log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": root}})
+             log_to_driver=False, runtime_env=ray_runtime_env())
     try:
         actor = ray.remote(num_cpus=1, max_restarts=0)(EnvActor).remote(
             "cost-ray", EnvConfig(id=env_id), ActorConfig(num_envs=num_envs, warmup_steps=0), address)

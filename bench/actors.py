@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from rich.table import Table
 
-from bench.common import console, header, learner_from, progress, result_path, save
+from bench.common import console, header, learner_from, progress, ray_runtime_env, result_path, save
 
 
 def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
@@ -219,10 +219,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     learner = Learner(lcfg, spec)
     console.print(f"  learner on {learner.device} ({args.config}: batch {lcfg.batch_size}, "
                   f"{lcfg.updates_per_call} updates per replay, amp {lcfg.amp}), replay_ratio null")
-    root = str(Path(__file__).resolve().parent.parent)
-    paths = [root] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
+             runtime_env=ray_runtime_env())
     actor_cls = ray.remote(max_restarts=0)(EnvActor)
     runs = [(n, 1) for n in counts] + [(n, max(2, min(args.envs, (cores - 1) // n))) for n in threaded]
     try:

@@ -42,6 +42,14 @@ def header(title: str) -> dict:
     return info
 
 
+def ray_runtime_env() -> dict:
+    """Ray workers import this checkout and whatever this process has on PYTHONPATH (the GPU
+    box's wheel folder): a PYTHONPATH of the root alone leaves them without Ray's own deps."""
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [root] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}}
+
+
 def result_path(kind: str, out: str | None, quick: bool, ext: str = "json") -> Path:
     """bench/results/<kind>-<machine>.<ext>; quick runs go to /tmp so they never overwrite."""
     if out:

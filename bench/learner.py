@@ -49,6 +49,7 @@ class Row:
     graph: bool
     compile: bool
     simultaneous: bool = True  # actor and critic steps on parallel streams (learner/branches.py)
+    in_flight: int = 2  # replays queued before the host sleeps on an event; 0: it spins instead
 
 
 ROWS = (
@@ -61,6 +62,8 @@ ROWS = (
     # the same two with CleanRL's order (critic step, then the actor's loss): one stream
     Row("fp32 graph+compile 1 stream", "off", True, True, False),
     Row("amp graph+compile 1 stream", "bf16", True, True, False),
+    # the host thread unbounded: spinning in CUDA's launch queue (host_cpu ~1.0)
+    Row("amp graph+compile unpaced", "bf16", True, True, True, 0),
 )
 
 
@@ -89,7 +92,8 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device) -> dict:
         updates_per_call=k, tf32=args.tf32, simultaneous=row.simultaneous,
     )
     sac = SAC(cfg, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
-    step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None)
+    step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None,
+                         in_flight=row.in_flight)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
@@ -98,7 +102,7 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device) -> dict:
     sync(device)
     setup_s = time.perf_counter() - t0
     calls, elapsed, chunk = 0, 0.0, 1
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     while elapsed < args.seconds:  # grow chunks so the host never waits per call
         for _ in range(chunk):
             out = step()
@@ -107,11 +111,13 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device) -> dict:
         elapsed = time.perf_counter() - t0
         chunk = min(chunk * 2, 256)
     ups = calls * k / elapsed
+    host_cpu = (time.thread_time() - cpu0) / elapsed  # cores the update loop's thread burns
     finite = bool(torch.isfinite(out).all())
     rec = dict(
         row=row.name, batch=batch, amp=row.amp if sac.amp_dtype is not None else "off",
         graph=row.graph and device.type == "cuda", compile=row.compile,
-        simultaneous=row.simultaneous, updates_per_call=k, updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
+        simultaneous=row.simultaneous, in_flight=row.in_flight, host_cpu=round(host_cpu, 3),
+        updates_per_call=k, updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
         us_per_update=round(1e6 / ups, 1), setup_s=round(setup_s, 2), finite=finite,
         **memory_metrics(device),
     )
@@ -229,14 +235,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 bar.advance(task)
 
     table = Table(title=f"SAC updates on {machine} (torch {torch.__version__})")
-    for col in ("row", "batch", "updates/s", "samples/s", "us/update", "alloc MB", "reserved MB"):
+    for col in ("row", "batch", "updates/s", "samples/s", "us/update", "host cores", "alloc MB",
+                "reserved MB"):
         table.add_column(col, justify="right")
     for r in records:
         if "error" in r:
-            table.add_row(r["row"], str(r["batch"]), "error", "", "", "", "")
+            table.add_row(r["row"], str(r["batch"]), "error", "", "", "", "", "")
             continue
         table.add_row(r["row"], str(r["batch"]), f"{r['updates_per_s']:,.0f}", f"{r['samples_per_s']:,}",
-                      f"{r['us_per_update']}", f"{r['mem_allocated'] / 2**20:,.0f}", f"{r['mem_reserved'] / 2**20:,.0f}")
+                      f"{r['us_per_update']}", f"{r['host_cpu']:.2f}", f"{r['mem_allocated'] / 2**20:,.0f}", f"{r['mem_reserved'] / 2**20:,.0f}")
     console.print(table)
     for r in records:
         if "profile" in r:

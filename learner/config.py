@@ -57,6 +57,9 @@ class LearnerConfig(BaseModel):
     and the actor's loss reads the updated critic (CleanRL's order), one stream."""
     updates_per_call: int = Field(1, ge=1)
     """Updates replayed per training-loop iteration (inside one graph on CUDA)."""
+    graphs_in_flight: int = Field(2, ge=0)
+    """Graph replays queued ahead of the GPU before the training thread sleeps on a blocking
+    CUDA event; 0: no bound (the thread then spins a whole core in CUDA's launch queue)."""
     publish_every_s: float = Field(0.5, gt=0)
     """Seconds between weight publications to the actors."""
     host: str = "127.0.0.1"

@@ -30,7 +30,8 @@ def make_update(sac: SAC, buffer: ReplayBuffer) -> GraphedUpdate:
     configure_backends(sac.device, cfg.tf32)
     cuda = sac.device.type == "cuda"
     compile_mode = cfg.compile_mode if cfg.compile and cuda else None  # the CPU stays eager
-    return GraphedUpdate(sac, buffer, cfg.updates_per_call, compile_mode=compile_mode)
+    return GraphedUpdate(sac, buffer, cfg.updates_per_call, compile_mode=compile_mode,
+                         in_flight=cfg.graphs_in_flight)
 
 
 class GraphedUpdate:
@@ -48,7 +49,12 @@ class GraphedUpdate:
         cuda_graph: bool | None = None,
         compile_mode: str | None = None,
         warmup: int = 3,
+        in_flight: int = 2,
     ):
+        """`in_flight`: graph replays queued ahead of the GPU; one call more first sleeps on a
+        blocking CUDA event until the oldest is done. Unbounded (0), the calling thread spins a
+        core in CUDA's full launch queue; bounded, the GPU still always has the next replay
+        queued and the core is free (for actors on the same box). Graph mode only."""
         self.sac, self.buffer = sac, buffer
         self.k = updates_per_call
         cuda = sac.device.type == "cuda"
@@ -59,6 +65,10 @@ class GraphedUpdate:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.out: torch.Tensor | None = None
         self.capture_s = 0.0
+        self._events: list[torch.cuda.Event] = []
+        if self.use_graph and in_flight > 0:
+            self._events = [torch.cuda.Event(blocking=True) for _ in range(in_flight)]
+        self.calls = 0
 
     def _run(self) -> torch.Tensor:
         out = None
@@ -71,7 +81,14 @@ class GraphedUpdate:
             return self._run()
         if self.graph is None:
             self.capture()
-        self.graph.replay()
+        if self._events:  # sleeps (GIL released) until the replay n calls back is done
+            done = self._events[self.calls % len(self._events)]
+            done.synchronize()
+            self.graph.replay()
+            done.record()
+        else:
+            self.graph.replay()
+        self.calls += 1
         return self.out
 
     def prepare(self) -> None:
