@@ -42,8 +42,13 @@ class LearnerClient:
         else:
             self._channel = grpc.insecure_channel(address, options=options)
         self._stub = pb_grpc.LearnerStub(self._channel)
+        # batches go out as hand-serialized WireBatch bytes (proto/codec.py): upb's encoder
+        # would spend ~4 µs per env step copying them
+        self._push_call = self._channel.stream_stream(
+            "/herd.v1.Learner/PushTransitions", request_serializer=codec.WireBatch.SerializeToString,
+            response_deserializer=pb.PushAck.FromString)
         self._lock = threading.Condition()
-        self._pending: collections.OrderedDict[int, pb.TransitionBatch] = collections.OrderedDict()
+        self._pending: collections.OrderedDict[int, codec.WireBatch] = collections.OrderedDict()
         self._sent_at: dict[int, float] = {}
         self._outbox: queue.Queue | None = None
         self._seq = 0
@@ -77,12 +82,12 @@ class LearnerClient:
             if self._closed.is_set():
                 raise RuntimeError("client closed")
             self._seq += 1
-            batch = codec.pack_batch(arrays, session_id=self._session, actor_id=self.actor_id,
-                                     seq=self._seq, policy_version=policy_version)
+            batch = codec.WireBatch(arrays, session_id=self._session, actor_id=self.actor_id,
+                                    seq=self._seq, policy_version=policy_version)
             self._pending[self._seq] = batch
             self._sent_at[self._seq] = time.monotonic()
             self.stats["sent"] += batch.count
-            self.stats["bytes_sent"] += batch.ByteSize()
+            self.stats["bytes_sent"] += batch.nbytes
             if self._outbox is not None:
                 self._outbox.put(batch)
 
@@ -135,7 +140,7 @@ class LearnerClient:
                     self._outbox = outbox
                 self._connected.set()
                 delay = self.backoff[0]
-                for ack in self._stub.PushTransitions(self._requests(outbox), metadata=self._metadata):
+                for ack in self._push_call(self._requests(outbox), metadata=self._metadata):
                     self._on_ack(ack)
             except grpc.RpcError as e:
                 if self._closed.is_set():

@@ -24,6 +24,7 @@ import argparse
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/
 
 from rich.table import Table
 
-from bench.common import console, header, ray_runtime_env, result_path, save
+from bench.common import console, header, proc_cpu_s, ray_runtime_env, result_path, save
 
 MODES = ("gymnasium", "stepper", "herd", "ray")
 DAEMONS = ("raylet", "gcs_server")
@@ -77,11 +78,17 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
                          address, seed=0)
         actor._on_weights(_weights_for(actor))  # act with a real policy from the first step
         time.sleep(warmup)
-        s0, c0, t0 = actor.steps, cpu_s(), time.monotonic()
+        s0, c0, t0, th0 = actor.steps, cpu_s(), time.monotonic(), thread_cpu_s()
         time.sleep(seconds)
         steps, wall, cpu = actor.steps - s0, time.monotonic() - t0, cpu_s() - c0
+        th1 = thread_cpu_s()
         path = actor.stepper.path
         actor.stop()
+        # where the process's CPU goes, by thread: cores each
+        threads = {k: round((v - th0.get(k, 0.0)) / wall, 3) for k, v in th1.items()}
+        q.put(record(mode, path, steps, wall, cpu,
+                     threads={k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v >= 0.005}))
+        return
     elif mode == "stepper":
         from actors.stepper import VecStepper
 
@@ -120,11 +127,21 @@ def record(mode: str, path: str, steps: int, wall: float, cpu: float, **extra) -
             **extra}
 
 
-def proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid`, every thread (from /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds of each thread of this process, by name: Python's thread name where the
+    thread is a Python thread, else the OS name (gRPC's C-core names its own threads)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = rest.split()
+        name = names.get(int(tid)) or head.split("(", 1)[1]
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def daemon_pids() -> list[int]:
@@ -220,6 +237,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             records.append({**info, "env": args.env, "envs_per_actor": args.envs, **rec})
             console.print(f"  {mode:9s} ({rec['stepper_path']}): {rec['env_steps_per_s']:8,.0f} env steps/s, "
                           f"{rec['cpu_us_per_step']:6.1f} CPU us per step, {rec['cores_used']:.2f} cores")
+            if rec.get("threads"):
+                console.print("    by thread (cores): " + ", ".join(f"{k} {v:.3f}" for k, v in rec["threads"].items()))
     finally:
         if learner is not None:
             learner.stop()

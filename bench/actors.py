@@ -35,7 +35,16 @@ import numpy as np
 import torch
 from rich.table import Table
 
-from bench.common import console, header, learner_from, progress, ray_runtime_env, result_path, save
+from bench.common import (
+    console,
+    header,
+    learner_from,
+    proc_cpu_s,
+    progress,
+    ray_runtime_env,
+    result_path,
+    save,
+)
 
 
 def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
@@ -110,10 +119,10 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
                 raise TimeoutError("actors did not start stepping")
             time.sleep(0.2)
         time.sleep(args.warmup)
-        ray.get([a.stats.remote() for a in actors])  # start each actor's recent-rate window
-        st0, t0 = learner.status_dict(), time.monotonic()
+        pids = [s["pid"] for s in ray.get([a.stats.remote() for a in actors])]  # + starts rate windows
+        st0, t0, c0 = learner.status_dict(), time.monotonic(), [proc_cpu_s(p) for p in pids]
         time.sleep(args.seconds)
-        st1, t1 = learner.status_dict(), time.monotonic()
+        st1, t1, c1 = learner.status_dict(), time.monotonic(), [proc_cpu_s(p) for p in pids]
         stats = ray.get([a.stats.remote() for a in actors])
     finally:
         finals = ray.get([a.stop.remote() for a in actors])
@@ -127,6 +136,8 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
         updates_per_s=(st1["updates"] - st0["updates"]) / dt,
         mb_per_s=(st1["bytes_received"] - st0["bytes_received"]) / dt / 1e6,
         push_latency_ms=float(np.mean([s["push_latency_ms"] for s in stats])),
+        # cores each actor process got: < 1 means it waited (learner, scheduler), not stepped
+        actor_cores=round(float(np.mean([b - a for a, b in zip(c0, c1)])) / dt, 3),
         push_wait_s=float(np.mean([s["push_wait_s"] for s in finals])),
         policy_lag=float(np.mean([s["policy_lag"] for s in stats])),
         learner_policy_lag=st1["mean_policy_lag"],
@@ -251,13 +262,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     table = Table(title=f"{args.env}, {args.envs} envs/process on {info['machine']} "
                         f"({cores} cores, torch {info['torch']})")
     for col in ("actors", "threads", "ceiling", "herd → buffer", "ratio", "updates/s",
-                "push ms", "lag"):
+                "push ms", "lag", "cores/actor"):
         table.add_column(col, justify="right")
     for r in records:
         table.add_row(str(r["actors"]), str(r["step_threads"]), f"{r['ceiling_steps_per_s']:,.0f}",
                       f"{r['env_steps_per_s']:,.0f}", f"{r['ratio_to_ceiling']:.2f}",
                       f"{r['updates_per_s']:,.0f}", f"{r['push_latency_ms']:.1f}",
-                      f"{r['policy_lag']:.2f}")
+                      f"{r['policy_lag']:.2f}", f"{r['actor_cores']:.2f}")
     console.print(table)
     base = records[0] if records else None
     top = max((r for r in records if r["step_threads"] == 1), key=lambda r: r["actors"], default=None)

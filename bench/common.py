@@ -42,6 +42,13 @@ def header(title: str) -> dict:
     return info
 
 
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid`, every thread (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def ray_runtime_env() -> dict:
     """Ray workers import this checkout and whatever this process has on PYTHONPATH (the GPU
     box's wheel folder): a PYTHONPATH of the root alone leaves them without Ray's own deps."""

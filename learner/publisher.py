@@ -11,6 +11,7 @@ class WeightPublisher:
     def __init__(self):
         self._cond = threading.Condition()
         self._latest: pb.PolicyWeights | None = None
+        self._wire = b""  # _latest serialized, once per version for every stream
         self._closed = False
 
     @property
@@ -19,20 +20,31 @@ class WeightPublisher:
         return latest.version if latest is not None else 0
 
     def publish(self, weights: pb.PolicyWeights) -> None:
+        wire = weights.SerializeToString()
         with self._cond:
-            self._latest = weights
+            self._latest, self._wire = weights, wire
             self._cond.notify_all()
 
-    def wait_newer(self, have_version: int, timeout: float) -> pb.PolicyWeights | None:
-        """The latest weights if newer than `have_version`, waiting up to `timeout` seconds."""
+    def _wait(self, have_version: int, timeout: float):
         with self._cond:
             self._cond.wait_for(
                 lambda: self._closed
                 or (self._latest is not None and self._latest.version > have_version),
                 timeout,
             )
-            latest = self._latest
-        return latest if latest is not None and latest.version > have_version else None
+            latest, wire = self._latest, self._wire
+        return (latest, wire) if latest is not None and latest.version > have_version else None
+
+    def wait_newer(self, have_version: int, timeout: float) -> pb.PolicyWeights | None:
+        """The latest weights if newer than `have_version`, waiting up to `timeout` seconds."""
+        newer = self._wait(have_version, timeout)
+        return newer[0] if newer else None
+
+    def wait_newer_wire(self, have_version: int, timeout: float) -> tuple[int, bytes] | None:
+        """(version, serialized PolicyWeights) as wait_newer, serialized once per version for
+        every stream (learner/server.py's WatchWeights sends these bytes as they are)."""
+        newer = self._wait(have_version, timeout)
+        return (newer[0].version, newer[1]) if newer else None
 
     def close(self) -> None:
         with self._cond:

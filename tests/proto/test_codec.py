@@ -31,6 +31,20 @@ def test_batch_round_trip_is_exact(spec):
         np.testing.assert_array_equal(back[name].reshape(arrays[name].shape), arrays[name])
 
 
+@pytest.mark.parametrize(("n", "session", "seq", "version", "actor"), [
+    (37, 3, 9, 5, "a"), (1, 2**63 - 1, 1, 0, "actor-é-" + "x" * 200), (0, 0, 0, 0, ""),
+    (300, 123456789, 2**40, 2**32 + 7, "bench-16-3")])
+def test_hand_serialized_batch_is_protobufs_own_bytes(n, session, seq, version, actor):
+    arrays = _arrays(n, obs_dim=7, act_dim=3, seed=n)
+    want = codec.pack_batch(arrays, session_id=session, actor_id=actor, seq=seq,
+                            policy_version=version).SerializeToString()
+    wire = codec.WireBatch(arrays, session_id=session, actor_id=actor, seq=seq, policy_version=version)
+    assert wire.SerializeToString() == want
+    assert wire.nbytes == len(want) and wire.count == n
+    wire.session_id = 77  # a resend after a reconnect carries the new session
+    assert codec.pb.TransitionBatch.FromString(wire.SerializeToString()).session_id == 77
+
+
 def test_wrong_byte_length_is_named(spec):
     msg = codec.pack_batch(_arrays(8), session_id=1, actor_id="a", seq=1, policy_version=0)
     msg.next_obs = msg.next_obs[:-4]
