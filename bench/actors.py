@@ -36,6 +36,7 @@ import torch
 from rich.table import Table
 
 from bench.common import (
+    box_busy_s,
     console,
     header,
     learner_from,
@@ -120,9 +121,12 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
             time.sleep(0.2)
         time.sleep(args.warmup)
         pids = [s["pid"] for s in ray.get([a.stats.remote() for a in actors])]  # + starts rate windows
+        me = os.getpid()  # the learner (and this Ray driver) live in this process
         st0, t0, c0 = learner.status_dict(), time.monotonic(), [proc_cpu_s(p) for p in pids]
+        b0, l0 = box_busy_s(), proc_cpu_s(me)
         time.sleep(args.seconds)
         st1, t1, c1 = learner.status_dict(), time.monotonic(), [proc_cpu_s(p) for p in pids]
+        b1, l1 = box_busy_s(), proc_cpu_s(me)
         stats = ray.get([a.stats.remote() for a in actors])
     finally:
         finals = ray.get([a.stop.remote() for a in actors])
@@ -138,6 +142,8 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
         push_latency_ms=float(np.mean([s["push_latency_ms"] for s in stats])),
         # cores each actor process got: < 1 means it waited (learner, scheduler), not stepped
         actor_cores=round(float(np.mean([b - a for a, b in zip(c0, c1)])) / dt, 3),
+        learner_process_cores=round((l1 - l0) / dt, 3),
+        box_busy_cores=round((b1 - b0) / dt, 2),  # of os.cpu_count(): all processes together
         push_wait_s=float(np.mean([s["push_wait_s"] for s in finals])),
         policy_lag=float(np.mean([s["policy_lag"] for s in stats])),
         learner_policy_lag=st1["mean_policy_lag"],
@@ -262,13 +268,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     table = Table(title=f"{args.env}, {args.envs} envs/process on {info['machine']} "
                         f"({cores} cores, torch {info['torch']})")
     for col in ("actors", "threads", "ceiling", "herd → buffer", "ratio", "updates/s",
-                "push ms", "lag", "cores/actor"):
+                "push ms", "lag", "cores/actor", "learner cores", "box busy"):
         table.add_column(col, justify="right")
     for r in records:
         table.add_row(str(r["actors"]), str(r["step_threads"]), f"{r['ceiling_steps_per_s']:,.0f}",
                       f"{r['env_steps_per_s']:,.0f}", f"{r['ratio_to_ceiling']:.2f}",
                       f"{r['updates_per_s']:,.0f}", f"{r['push_latency_ms']:.1f}",
-                      f"{r['policy_lag']:.2f}", f"{r['actor_cores']:.2f}")
+                      f"{r['policy_lag']:.2f}", f"{r['actor_cores']:.2f}",
+                      f"{r['learner_process_cores']:.2f}", f"{r['box_busy_cores']:.1f}")
     console.print(table)
     base = records[0] if records else None
     top = max((r for r in records if r["step_threads"] == 1), key=lambda r: r["actors"], default=None)

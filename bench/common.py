@@ -49,6 +49,14 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def box_busy_s() -> float:
+    """CPU seconds the whole machine has spent not idle (all cores, from /proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # without guest time (in user)
+
+
 def ray_runtime_env() -> dict:
     """Ray workers import this checkout and whatever this process has on PYTHONPATH (the GPU
     box's wheel folder): a PYTHONPATH of the root alone leaves them without Ray's own deps."""
