@@ -33,9 +33,9 @@ def main() -> int:
         record = json.loads(path.read_text())[0]
         curves.append((label(record), record["evaluations"]))
     rllib = json.loads((RESULTS / f"rllib-{args.machine}.json").read_text())[0]
-    curves.append(("RLlib 2.60 SAC", rllib["evaluations"]))
+    curves.append((f"{rllib.get('framework', 'RLlib SAC')}, {rllib['wall_s']:.0f} s budget", rllib["evaluations"]))
     out = RESULTS / f"humanoid-vs-rllib-{args.machine}.png"
-    plot(curves, out, f"Humanoid-v5 on {rllib['machine']}: Herd vs RLlib SAC (same session)")
+    plot(curves, out, f"Humanoid-v5 on {rllib['machine']}: Herd vs RLlib SAC")
     print(f"wrote {out}")
     return 0
 
