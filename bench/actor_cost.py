@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import resource
 import sys
 import threading
 import time
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/
 
 from rich.table import Table
 
-from bench.common import console, header, proc_cpu_s, ray_runtime_env, result_path, save
+from bench.common import console, header, proc_cpu_s, proc_faults, ray_runtime_env, result_path, save
 
 MODES = ("gymnasium", "stepper", "herd", "ray")
 DAEMONS = ("raylet", "gcs_server")
@@ -41,6 +42,12 @@ DAEMONS = ("raylet", "gcs_server")
 def cpu_s() -> float:
     t = os.times()
     return t.user + t.system
+
+
+def faults() -> int:
+    """Minor page faults of this process so far: each is a fresh page the kernel had to map
+    (and zero), a cost that grows on virtual machines."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _policy(obs_dim: int, space):
@@ -53,16 +60,16 @@ def _policy(obs_dim: int, space):
     return MLPPolicy(random_policy_weights(obs_dim, space.shape[0]), space.low, space.high)
 
 
-def _timed(step, steps_per_call: int, warmup: float, seconds: float) -> tuple[int, float, float]:
-    """Run `step` for warmup + seconds; (steps, wall s, CPU s) of the timed part."""
+def _timed(step, steps_per_call: int, warmup: float, seconds: float) -> tuple[int, float, float, int]:
+    """Run `step` for warmup + seconds; (steps, wall s, CPU s, minor faults) of the timed part."""
     t_end_warm = time.monotonic() + warmup
     while time.monotonic() < t_end_warm:
         step()
-    steps, c0, t0 = 0, cpu_s(), time.monotonic()
+    steps, c0, t0, f0 = 0, cpu_s(), time.monotonic(), faults()
     while time.monotonic() - t0 < seconds:
         step()
         steps += steps_per_call
-    return steps, time.monotonic() - t0, cpu_s() - c0
+    return steps, time.monotonic() - t0, cpu_s() - c0, faults() - f0
 
 
 def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float, address, q) -> None:
@@ -78,15 +85,15 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
                          address, seed=0)
         actor._on_weights(_weights_for(actor))  # act with a real policy from the first step
         time.sleep(warmup)
-        s0, c0, t0, th0 = actor.steps, cpu_s(), time.monotonic(), thread_cpu_s()
+        s0, c0, t0, th0, f0 = actor.steps, cpu_s(), time.monotonic(), thread_cpu_s(), faults()
         time.sleep(seconds)
         steps, wall, cpu = actor.steps - s0, time.monotonic() - t0, cpu_s() - c0
-        th1 = thread_cpu_s()
+        th1, nfaults = thread_cpu_s(), faults() - f0
         path = actor.stepper.path
         actor.stop()
         # where the process's CPU goes, by thread: cores each
         threads = {k: round((v - th0.get(k, 0.0)) / wall, 3) for k, v in th1.items()}
-        q.put(record(mode, path, steps, wall, cpu,
+        q.put(record(mode, path, steps, wall, cpu, nfaults,
                      threads={k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v >= 0.005}))
         return
     elif mode == "stepper":
@@ -102,7 +109,7 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
             act[:] = policy.act(st.obs)
             st.step(act, nxt, rew, term)
 
-        steps, wall, cpu = _timed(step, num_envs, warmup, seconds)
+        steps, wall, cpu, nfaults = _timed(step, num_envs, warmup, seconds)
         path = st.path
     else:
         envs = [gym.make(env_id) for _ in range(num_envs)]
@@ -115,16 +122,16 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
                 o, _, done, cut, _ = e.step(action[i])
                 obs[i] = e.reset()[0] if done or cut else o
 
-        steps, wall, cpu = _timed(step, num_envs, warmup, seconds)
+        steps, wall, cpu, nfaults = _timed(step, num_envs, warmup, seconds)
         path = "gymnasium"
-    q.put(record(mode, path, steps, wall, cpu))
+    q.put(record(mode, path, steps, wall, cpu, nfaults))
 
 
-def record(mode: str, path: str, steps: int, wall: float, cpu: float, **extra) -> dict:
+def record(mode: str, path: str, steps: int, wall: float, cpu: float, nfaults: int, **extra) -> dict:
     return {"mode": mode, "stepper_path": path, "env_steps": steps, "wall_s": round(wall, 2),
             "cpu_s": round(cpu, 3), "env_steps_per_s": round(steps / wall, 1),
             "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1), "cores_used": round(cpu / wall, 2),
-            **extra}
+            "minor_faults_per_step": round(nfaults / max(steps, 1), 2), **extra}
 
 
 def thread_cpu_s() -> dict[str, float]:
@@ -173,16 +180,18 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
         pid = ray.get(actor.stats.remote())["pid"]
         time.sleep(warmup)
         daemons = daemon_pids()
+        f0 = proc_faults(pid)
         s0, c0, d0, t0 = ray.get(actor.stats.remote())["steps"], proc_cpu_s(pid), \
             sum(proc_cpu_s(p) for p in daemons), time.monotonic()
         time.sleep(seconds)
+        f1 = proc_faults(pid)
         s1, c1, d1, t1 = ray.get(actor.stats.remote())["steps"], proc_cpu_s(pid), \
             sum(proc_cpu_s(p) for p in daemons), time.monotonic()
         path = ray.get(actor.stats.remote())["stepper_path"]
         ray.get(actor.stop.remote())
     finally:
         ray.shutdown()
-    return record("ray", path, s1 - s0, t1 - t0, c1 - c0, ray_daemon_cores=round((d1 - d0) / (t1 - t0), 3))
+    return record("ray", path, s1 - s0, t1 - t0, c1 - c0, f1 - f0, ray_daemon_cores=round((d1 - d0) / (t1 - t0), 3))
 
 
 def _weights_for(actor):
@@ -244,11 +253,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
             learner.stop()
     base = records[0]["cpu_us_per_step"] if records else None
     table = Table(title=f"{args.env}, {args.envs} envs, one process each ({info['machine']})")
-    for col in ("mode", "path", "env steps/s", "CPU us/step", "vs first", "cores"):
+    for col in ("mode", "path", "env steps/s", "CPU us/step", "vs first", "cores", "faults/step"):
         table.add_column(col, justify="right")
     for r in records:
         table.add_row(r["mode"], r["stepper_path"], f"{r['env_steps_per_s']:,.0f}", f"{r['cpu_us_per_step']}",
-                      f"{r['cpu_us_per_step'] / base:.2f}", f"{r['cores_used']}")
+                      f"{r['cpu_us_per_step'] / base:.2f}", f"{r['cores_used']}",
+                      f"{r['minor_faults_per_step']}")
     console.print(table)
     out = result_path("actor-cost", args.out, args.quick)
     save(records, out)

@@ -42,11 +42,20 @@ def header(title: str) -> dict:
     return info
 
 
+def _proc_stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid`, every thread (from /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = _proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_faults(pid: int) -> int:
+    """Minor page faults of process `pid` so far (from /proc)."""
+    return int(_proc_stat(pid)[7])
 
 
 def box_busy_s() -> float:
