@@ -191,7 +191,8 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
         ray.get(actor.stop.remote())
     finally:
         ray.shutdown()
-    return record("ray", path, s1 - s0, t1 - t0, c1 - c0, f1 - f0, ray_daemon_cores=round((d1 - d0) / (t1 - t0), 3))
+    return record("ray", path, s1 - s0, t1 - t0, c1 - c0, f1 - f0,
+                  ray_daemon_cores=round((d1 - d0) / (t1 - t0), 3))
 
 
 def _weights_for(actor):
@@ -247,7 +248,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             console.print(f"  {mode:9s} ({rec['stepper_path']}): {rec['env_steps_per_s']:8,.0f} env steps/s, "
                           f"{rec['cpu_us_per_step']:6.1f} CPU us per step, {rec['cores_used']:.2f} cores")
             if rec.get("threads"):
-                console.print("    by thread (cores): " + ", ".join(f"{k} {v:.3f}" for k, v in rec["threads"].items()))
+                split = ", ".join(f"{k} {v:.3f}" for k, v in rec["threads"].items())
+                console.print(f"    by thread (cores): {split}")
     finally:
         if learner is not None:
             learner.stop()
