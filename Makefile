@@ -7,7 +7,7 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid
+.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-actors
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -61,3 +61,8 @@ bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit` (wa
 	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seconds $(or $(SECONDS_BUDGET),470)
 	$(PYTHON) bench/rllib_baseline.py --env Humanoid-v5 --seconds $(or $(RLLIB_SECONDS),120)
 	$(PYTHON) bench/plot_results.py
+
+bench-actors: ## issue 4's figures: wire encoding, CPU per actor step (by thread, page faults), actors 1-16 vs the ceiling (~6 min)
+	timeout 120 $(PYTHON) bench/wire.py
+	timeout 150 $(PYTHON) bench/actor_cost.py --seconds 5 --warmup 2
+	timeout 330 $(PYTHON) bench/actors.py --counts 1,2,4,8,15,16 --seconds 5 --warmup 2 --threaded ''
