@@ -21,6 +21,7 @@ from actors.envs import describe
 from actors.policy import MLPPolicy
 from actors.stepper import VecStepper
 from proto import codec
+from proto.heap import steady_heap
 
 log = logging.getLogger("herd.actor")
 
@@ -29,6 +30,7 @@ class EnvActor:
     def __init__(self, actor_id: str, env_cfg: EnvConfig, cfg: ActorConfig, learner_address: str,
                  token: str | None = None, seed: int = 0):
         torch.set_num_threads(1)
+        steady_heap()  # batches and weights reuse heap blocks instead of fresh page-faulted maps
         self.actor_id, self.env_cfg, self.cfg = actor_id, env_cfg, cfg
         threads = cfg.step_threads or max(1, int(cfg.num_cpus))
         self.stepper = VecStepper(env_cfg, cfg.num_envs, seed=seed, threads=threads,

@@ -7,13 +7,16 @@ is CPU seconds per env step, not one process's steps/s. One process each, same e
   gymnasium   gymnasium's wrapped env.step loop (bench/actors.py's ceiling)
   stepper     Herd's VecStepper (batched path where it applies) + the policy, no network
   herd        a full EnvActor pushing over gRPC to a live learner in this process (the
-              learner does not train: min_replay_size is out of reach, so it only ingests)
+              learner does not train: min_replay_size is out of reach, so it only ingests);
+              its CPU is also split by thread
+  herd-libc-heap  the same with glibc's default malloc thresholds (HERD_STEADY_HEAP=0,
+              proto/heap.py): what the steady heap saves
   ray         the same EnvActor as a Ray actor (num_cpus=1) of a local Ray instance started
               here, as jobs run it; its process's CPU is read from /proc, and the CPU of Ray's
               own daemons (raylet, gcs_server) over the same window is reported beside it
 
 CPU time is the process's user + system time (os.times() inside it, every thread) over the
-timed window. The learner process is not counted. Writes bench/results/actor-cost-<machine>.json.
+timed window; minor page faults per step beside it. The learner process is not counted. Writes bench/results/actor-cost-<machine>.json.
 
     python bench/actor_cost.py [--env Humanoid-v5] [--envs 8] [--seconds 8]
 """
@@ -35,7 +38,7 @@ from rich.table import Table
 
 from bench.common import console, header, proc_cpu_s, proc_faults, ray_runtime_env, result_path, save
 
-MODES = ("gymnasium", "stepper", "herd", "ray")
+MODES = ("gymnasium", "stepper", "herd", "herd-libc-heap", "ray")
 DAEMONS = ("raylet", "gcs_server")
 
 
@@ -78,8 +81,12 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
 
     from actors.config import ActorConfig, EnvConfig
 
-    if mode == "herd":
+    if mode.startswith("herd"):
         from actors.env_actor import EnvActor
+        from proto.heap import OFF_SWITCH
+
+        if mode == "herd-libc-heap":  # glibc's own thresholds: no steady_heap() (proto/heap.py)
+            os.environ[OFF_SWITCH] = "0"
 
         actor = EnvActor("cost-0", EnvConfig(id=env_id), ActorConfig(num_envs=num_envs, warmup_steps=0),
                          address, seed=0)

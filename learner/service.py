@@ -25,6 +25,7 @@ from learner.sac import LOSS_NAMES, SAC
 from learner.server import LearnerServicer, start_server
 from proto import codec
 from proto import herd_pb2 as pb
+from proto.heap import steady_heap
 
 log = logging.getLogger("herd.learner")
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -54,6 +55,7 @@ class Learner:
         self.learner_id = uuid.uuid4().hex[:12]
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.num_threads)
+        steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
         self.buffer = ReplayBuffer(
