@@ -7,7 +7,7 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-actors
+.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -55,10 +55,14 @@ clean:
 
 # GPU box benchmarks (see README "Results"); PYTHON=python3 where there is no venv.
 PYTHON ?= $(BIN)/python
-bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit` (warm compile cache), then RLlib's SAC beside it
+bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit` (warm compile cache); fits one 10-minute GPU call
 	$(PYTHON) -m cluster up
 	$(PYTHON) -m cluster precompile configs/humanoid.yaml
-	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seconds $(or $(SECONDS_BUDGET),470)
+	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seconds $(or $(SECONDS_BUDGET),480)
+	$(PYTHON) bench/plot_results.py
+
+bench-rllib: ## RLlib's SAC on Humanoid-v5 for the same 120 s (run in the same GPU session as bench-humanoid), then the joint plot
+	$(PYTHON) -m cluster down
 	$(PYTHON) bench/rllib_baseline.py --env Humanoid-v5 --seconds $(or $(RLLIB_SECONDS),120)
 	$(PYTHON) bench/plot_results.py
 

@@ -32,10 +32,18 @@ def main() -> int:
     for path in sorted(RESULTS.glob(f"humanoid*-{args.machine}.json"), reverse=True):
         record = json.loads(path.read_text())[0]
         curves.append((label(record), record["evaluations"]))
-    rllib = json.loads((RESULTS / f"rllib-{args.machine}.json").read_text())[0]
-    curves.append((f"{rllib.get('framework', 'RLlib SAC')}, {rllib['wall_s']:.0f} s budget", rllib["evaluations"]))
+    if not curves:
+        print(f"no humanoid*-{args.machine}.json in {RESULTS}: nothing to plot")
+        return 1
+    title = f"Humanoid-v5 on {record['machine']}: Herd"
+    rllib_path = RESULTS / f"rllib-{args.machine}.json"
+    if rllib_path.exists():  # `make bench-rllib` writes it
+        rllib = json.loads(rllib_path.read_text())[0]
+        curves.append((f"{rllib.get('framework', 'RLlib SAC')}, {rllib['wall_s']:.0f} s budget",
+                       rllib["evaluations"]))
+        title += " vs RLlib SAC"
     out = RESULTS / f"humanoid-vs-rllib-{args.machine}.png"
-    plot(curves, out, f"Humanoid-v5 on {rllib['machine']}: Herd vs RLlib SAC")
+    plot(curves, out, title)
     print(f"wrote {out}")
     return 0
 
