@@ -16,7 +16,8 @@ is CPU seconds per env step, not one process's steps/s. One process each, same e
               own daemons (raylet, gcs_server) over the same window is reported beside it
 
 CPU time is the process's user + system time (os.times() inside it, every thread) over the
-timed window; minor page faults per step beside it. The learner process is not counted. Writes bench/results/actor-cost-<machine>.json.
+timed window; minor page faults per step beside it. The learner process is not counted.
+Writes bench/results/actor-cost-<machine>.json.
 
     python bench/actor_cost.py [--env Humanoid-v5] [--envs 8] [--seconds 8]
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import resource
 import sys
 import threading
 import time
@@ -36,7 +36,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/
 
 from rich.table import Table
 
-from bench.common import console, header, proc_cpu_s, proc_faults, ray_runtime_env, result_path, save
+from bench.common import (
+    console,
+    header,
+    proc_cpu_s,
+    proc_faults,
+    ray_runtime_env,
+    read_stat,
+    result_path,
+    save,
+    stat_cpu_s,
+)
 
 MODES = ("gymnasium", "stepper", "herd", "herd-libc-heap", "ray")
 DAEMONS = ("raylet", "gcs_server")
@@ -48,9 +58,7 @@ def cpu_s() -> float:
 
 
 def faults() -> int:
-    """Minor page faults of this process so far: each is a fresh page the kernel had to map
-    (and zero), a cost that grows on virtual machines."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    return proc_faults(os.getpid())
 
 
 def _policy(obs_dim: int, space):
@@ -148,13 +156,11 @@ def thread_cpu_s() -> dict[str, float]:
     out: dict[str, float] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
+            os_name, fields = read_stat(f"/proc/self/task/{tid}/stat")
         except OSError:  # the thread ended meanwhile
             continue
-        fields = rest.split()
-        name = names.get(int(tid)) or head.split("(", 1)[1]
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        name = names.get(int(tid)) or os_name
+        out[name] = out.get(name, 0.0) + stat_cpu_s(fields)
     return out
 
 

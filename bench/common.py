@@ -42,20 +42,27 @@ def header(title: str) -> dict:
     return info
 
 
-def _proc_stat(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
+def read_stat(path: str) -> tuple[str, list[str]]:
+    """(name, fields after the name) of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat."""
+    with open(path) as f:
+        head, rest = f.read().rsplit(")", 1)
+    return head.split("(", 1)[1], rest.split()
+
+
+def stat_cpu_s(fields: list[str]) -> float:
+    """User + system CPU seconds from read_stat's fields."""
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid`, every thread (from /proc)."""
-    fields = _proc_stat(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat_cpu_s(read_stat(f"/proc/{pid}/stat")[1])
 
 
 def proc_faults(pid: int) -> int:
-    """Minor page faults of process `pid` so far (from /proc)."""
-    return int(_proc_stat(pid)[7])
+    """Minor page faults of process `pid` so far (from /proc): each a fresh page the kernel had
+    to map and zero, a cost that grows on virtual machines."""
+    return int(read_stat(f"/proc/{pid}/stat")[1][7])
 
 
 def box_busy_s() -> float:
