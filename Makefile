@@ -66,7 +66,7 @@ bench-rllib: ## RLlib's SAC on Humanoid-v5 for the same 120 s (run in the same G
 	$(PYTHON) bench/rllib_baseline.py --env Humanoid-v5 --seconds $(or $(RLLIB_SECONDS),120)
 	$(PYTHON) bench/plot_results.py
 
-bench-actors: ## issue 4's figures: wire encoding, CPU per actor step (by thread, page faults), actors 1-16 vs the ceiling (~6 min)
+bench-actors: ## issue 4's figures: wire encoding, CPU per actor step (by thread, page faults), actors 1-16 vs the same-policy ceiling, 16 envs per actor at 16 (~8 min)
 	timeout 120 $(PYTHON) bench/wire.py
 	timeout 150 $(PYTHON) bench/actor_cost.py --seconds 5 --warmup 2
-	timeout 330 $(PYTHON) bench/actors.py --counts 1,2,4,8,15,16 --seconds 5 --warmup 2 --threaded ''
+	timeout 420 $(PYTHON) bench/actors.py --counts 1,2,4,8,16 --variants base,envs=16 --seconds 5 --warmup 2 --threaded ''

@@ -52,6 +52,8 @@ class EnvActor:
         self._lags: collections.deque[int] = collections.deque(maxlen=64)
         self._started = time.monotonic()
         self._rate = (self._started, 0, 0.0)  # (time, steps, steps/s) of the last stats() call
+        # where the stepping thread's time goes, cumulative seconds (read by stats())
+        self._time = {"policy": 0.0, "env": 0.0, "push": 0.0, "wall": 0.0, "cpu": 0.0}
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="herd-step")
@@ -87,10 +89,13 @@ class EnvActor:
         }
         n = 0
         version = 0
+        clock, tm = time.perf_counter, self._time
+        wall0, cpu0 = clock(), time.thread_time()
         while not self._stop.is_set():
             policy = self._policy
             s = slice(n, n + E)
             # ---- hot loop: act on all E observations at once, step, write rows in place ----
+            t0 = clock()
             buf["obs"][s] = st.obs
             if self.steps < self.cfg.warmup_steps or policy is None:
                 buf["action"][s] = self.rng.uniform(self.low, self.high, (E, a_dim))
@@ -98,8 +103,12 @@ class EnvActor:
             else:
                 buf["action"][s] = policy.act(st.obs)
                 version = policy.version
+            t1 = clock()
             out = st.step(buf["action"][s], buf["next_obs"][s], buf["reward"][s],
                           buf["terminated"][s])
+            t2 = clock()
+            tm["policy"] += t1 - t0
+            tm["env"] += t2 - t1
             got = E
             if not out.ok.all():  # a recreated env's row is no transition: close the gap
                 keep = np.flatnonzero(out.ok) + n
@@ -115,6 +124,9 @@ class EnvActor:
             if n + E > rows:
                 self._push(buf, n, version)
                 n = 0
+                t3 = clock()
+                tm["push"] += t3 - t2
+                tm["wall"], tm["cpu"] = t3 - wall0, time.thread_time() - cpu0
         if n:  # what was stepped before stop still reaches the learner
             self._push(buf, n, version)
 
@@ -154,9 +166,21 @@ class EnvActor:
             "stepper_path": self.stepper.path,
             "step_threads": self.stepper.threads,
             "reconnects": self.client.reconnects,
+            # stepping thread, seconds so far (to each push): acting, env stepping, handing
+            # batches to the sender (blocks on a full window), wall and the thread's own CPU
+            "time_s": dict(self._time),
             "env_errors": self.env_errors,
             "error": repr(self._error) if self._error else None,
         }
+
+    def pin(self, cores: list[int]) -> list[int]:
+        """Bind every thread of this process to `cores` (Linux); returns the process's set."""
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), cores)
+            except OSError:  # the thread ended meanwhile
+                pass
+        return sorted(os.sched_getaffinity(0))
 
     def stop(self, timeout: float = 30.0) -> dict:
         """Stop stepping, deliver everything stepped, close; returns final stats."""

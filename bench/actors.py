@@ -1,18 +1,29 @@
 """Env steps/s: the raw gymnasium ceiling vs Herd's actors feeding a live learner, in one run.
 
 1. Ceiling: N plain processes (multiprocessing, no Ray, no gRPC), each stepping E gymnasium
-   envs in gymnasium's own loop with the same 256x256 CPU policy (1 torch thread) choosing the
-   actions, for N in --counts. Deliberately gymnasium's wrapped `env.step` (JSON
-   ceiling_stepper "gymnasium"), never Herd's stepper: the ceiling is what users get without Herd.
+   envs in gymnasium's own loop, actions from the same 256x256 CPU policy (1 torch thread) that
+   Herd's actors act with, measured just before Herd's row at N, with the learner training
+   beside it. By default (--policy init) the learner publishes its first (random) weights only,
+   so both sides act with one fixed policy while it trains flat out. MuJoCo's cost per step
+   moves with the actions (a locally measured Humanoid step costs ~25% more with zero actions
+   than with uniform random ones; on the H200 a ceiling with the learner's changing weights
+   read 11.5k to 44k env steps/s at 8-16 processes), so the two sides must act alike.
+   Deliberately gymnasium's wrapped `env.step` (JSON ceiling_stepper "gymnasium"), never
+   Herd's stepper: the ceiling is what users get without Herd. The top count's ceiling is
+   measured once more at the end (ceiling_after_steps_per_s): the box drifts.
 2. Herd: N EnvActors as Ray actors (num_cpus=1 each) pushing over gRPC to a live Learner in
    this process (GPU when present; the learner settings of --config, default
    configs/humanoid.yaml, with replay_ratio null: it updates flat out while ingesting).
    The figure is transitions entering the replay buffer per second (learner-side count).
    Actors step with VecStepper's fastest applicable path (JSON stepper_path, e.g. "batched").
+   With --policy learner the actors get the weights as the learner trains them, and each
+   ceiling a snapshot of them.
+   Rows also split the stepping thread's time per env step (policy, env, push).
 3. Extra rows with --threaded: fewer actors, each stepping its envs on several threads.
 
-    python bench/actors.py               # the full run (~3 min on the 16-core H200 box)
-    python bench/actors.py --quick       # tiny, on a laptop CPU in ~1 min
+    python bench/actors.py               # the full run (~5 min on the 16-core H200 box)
+    python bench/actors.py --quick       # tiny, on a laptop CPU in ~2 min
+    python bench/actors.py --counts 16 --variants base,pin,envs=16   # set-ups side by side
 
 Writes bench/results/actors-<machine>.json (flat records) and a PNG scaling plot beside it.
 """
@@ -37,6 +48,7 @@ from rich.table import Table
 
 from bench.common import (
     box_busy_s,
+    box_steal_s,
     console,
     header,
     learner_from,
@@ -62,24 +74,29 @@ def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
     return codec.pack_weights(tensors, 1, -5.0, 2.0)
 
 
-def ceiling_worker(env_id: str, num_envs: int, warmup: float, seconds: float, seed: int, q) -> None:
-    """gymnasium's loop + the CPU policy, nothing else; puts env steps/s over `seconds`."""
+def ceiling_worker(env_id: str, num_envs: int, warmup: float, seconds: float, seed: int,
+                   weights: bytes | None, q) -> None:
+    """gymnasium's loop + the CPU policy, nothing else; puts (env steps/s over `seconds`, mean
+    episode length). `weights`: serialized PolicyWeights to act with (None: a fresh random MLP)."""
     import gymnasium as gym
 
     from actors.policy import MLPPolicy
+    from proto import herd_pb2 as pb
 
     torch.set_num_threads(1)
     envs = [gym.make(env_id) for _ in range(num_envs)]
     obs = np.stack([np.asarray(e.reset(seed=seed * 100 + i)[0], np.float32)
                     for i, e in enumerate(envs)])
     space = envs[0].action_space
-    policy = MLPPolicy(random_policy_weights(obs.shape[1], space.shape[0]), space.low, space.high)
+    w = (pb.PolicyWeights.FromString(weights) if weights
+         else random_policy_weights(obs.shape[1], space.shape[0]))
+    policy = MLPPolicy(w, space.low, space.high)
     steps, t_start = 0, time.monotonic()
-    t0 = None
+    t0, episodes = None, 0
     while True:
         now = time.monotonic()
         if t0 is None and now - t_start >= warmup:
-            t0, steps = now, 0
+            t0, steps, episodes = now, 0, 0
         if t0 is not None and now - t0 >= seconds:
             break
         action = policy.act(obs)
@@ -87,28 +104,65 @@ def ceiling_worker(env_id: str, num_envs: int, warmup: float, seconds: float, se
             o, r, term, trunc, _ = e.step(action[i])
             if term or trunc:
                 o, _ = e.reset()
+                episodes += 1
             obs[i] = o
         steps += num_envs
-    q.put(steps / (time.monotonic() - t0))
+    q.put((steps / (time.monotonic() - t0), steps / max(episodes, 1)))
 
 
-def measure_ceiling(env_id: str, n: int, args) -> float:
+def measure_ceiling(env_id: str, n: int, args, weights: bytes | None = None) -> tuple[float, float]:
+    """(env steps/s of n ceiling processes together, their mean episode length)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=ceiling_worker, args=(env_id, args.envs, args.warmup, args.seconds, i, q))
+    procs = [ctx.Process(target=ceiling_worker,
+                         args=(env_id, args.envs, args.warmup, args.seconds, i, weights, q))
              for i in range(n)]
     for p in procs:
         p.start()
-    rates = [q.get(timeout=args.warmup + args.seconds + 120) for _ in procs]
+    got = [q.get(timeout=args.warmup + args.seconds + 120) for _ in procs]
     for p in procs:
         p.join()
-    return float(sum(rates))
+    return float(sum(r for r, _ in got)), float(np.mean([length for _, length in got]))
 
 
-def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -> dict:
+def parse_variant(text: str, args) -> dict:
+    """'base', or '+'-joined changes to the default actors: 'pin' (each actor's threads bound
+    to one core), 'spp=8' (vector steps per push), 'envs=16' (envs per actor)."""
+    v = {"name": text, "envs": args.envs, "steps_per_push": args.steps_per_push, "pin": False}
+    for part in text.split("+"):
+        key, _, val = part.partition("=")
+        if key == "pin":
+            v["pin"] = True
+        elif key == "spp":
+            v["steps_per_push"] = int(val)
+        elif key == "envs":
+            v["envs"] = int(val)
+        elif key != "base":
+            raise SystemExit(f"unknown variant part {part!r}: use base, pin, spp=N, envs=N")
+    return v
+
+
+def time_split(before: list[dict], after: list[dict]) -> dict:
+    """Stepping-thread time per env step over the window, all actors together (EnvActor's
+    time_s): policy, env, push (handing batches over) in us; cpu/wall of that thread."""
+    def total(stats, key):
+        return sum(s["time_s"][key] for s in stats)
+
+    steps = sum(a["steps"] - b["steps"] for a, b in zip(after, before)) or 1
+    out = {f"{k}_us_per_step": round(1e6 * (total(after, k) - total(before, k)) / steps, 1)
+           for k in ("policy", "env", "push")}
+    wall = total(after, "wall") - total(before, "wall")
+    out["step_thread_cpu_share"] = round((total(after, "cpu") - total(before, "cpu")) / wall, 3) \
+        if wall > 0 else None
+    return out
+
+
+def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args,
+                 variant: dict | None = None) -> dict:
     from actors.config import ActorConfig
 
-    cfg = ActorConfig(num_actors=n, num_envs=args.envs, steps_per_push=args.steps_per_push,
+    v = variant or parse_variant("base", args)
+    cfg = ActorConfig(num_actors=n, num_envs=v["envs"], steps_per_push=v["steps_per_push"],
                       warmup_steps=0, window=args.window, num_cpus=threads, step_threads=threads)
     actors = [actor_cls.options(num_cpus=threads).remote(f"bench-{n}-{i}", env_cfg, cfg,
                                                          learner.address(), None, i)
@@ -119,14 +173,18 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
             if time.monotonic() > deadline:
                 raise TimeoutError("actors did not start stepping")
             time.sleep(0.2)
+        cores = sorted(os.sched_getaffinity(0))
+        if v["pin"]:  # actor i on core i (mod cores); the learner and Ray stay unbound
+            ray.get([a.pin.remote([cores[i % len(cores)]]) for i, a in enumerate(actors)])
         time.sleep(args.warmup)
-        pids = [s["pid"] for s in ray.get([a.stats.remote() for a in actors])]  # + starts rate windows
+        stats0 = ray.get([a.stats.remote() for a in actors])  # + starts rate windows
+        pids = [s["pid"] for s in stats0]
         me = os.getpid()  # the learner (and this Ray driver) live in this process
         st0, t0, c0 = learner.status_dict(), time.monotonic(), [proc_cpu_s(p) for p in pids]
-        b0, l0 = box_busy_s(), proc_cpu_s(me)
+        b0, l0, x0 = box_busy_s(), proc_cpu_s(me), box_steal_s()
         time.sleep(args.seconds)
         st1, t1, c1 = learner.status_dict(), time.monotonic(), [proc_cpu_s(p) for p in pids]
-        b1, l1 = box_busy_s(), proc_cpu_s(me)
+        b1, l1, x1 = box_busy_s(), proc_cpu_s(me), box_steal_s()
         stats = ray.get([a.stats.remote() for a in actors])
     finally:
         finals = ray.get([a.stop.remote() for a in actors])
@@ -144,8 +202,11 @@ def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args) -
         actor_cores=round(float(np.mean([b - a for a, b in zip(c0, c1)])) / dt, 3),
         learner_process_cores=round((l1 - l0) / dt, 3),
         box_busy_cores=round((b1 - b0) / dt, 2),  # of os.cpu_count(): all processes together
+        box_steal_cores=round((x1 - x0) / dt, 2),  # taken by the hypervisor (VM neighbours)
+        **time_split(stats0, stats),
         push_wait_s=float(np.mean([s["push_wait_s"] for s in finals])),
         policy_lag=float(np.mean([s["policy_lag"] for s in stats])),
+        episode_length=float(np.mean([s["mean_length"] or 0.0 for s in stats])),
         learner_policy_lag=st1["mean_policy_lag"],
         fast_path=all(s["fast_path"] for s in stats),
         stepper_path=",".join(sorted({s.get("stepper_path", "?") for s in stats})),
@@ -161,17 +222,24 @@ def plot(records: list[dict], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    main = sorted((r for r in records if r["step_threads"] == 1), key=lambda r: r["actors"])
+    main = sorted((r for r in records if r["step_threads"] == 1 and r.get("variant", "base") == "base"),
+                  key=lambda r: r["actors"])
     xs = [r["actors"] for r in main]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ax.plot(xs, [r["ceiling_steps_per_s"] for r in main], "o-", label="gymnasium ceiling (no Ray/gRPC)")
     ax.plot(xs, [r["env_steps_per_s"] for r in main], "s-", label="Herd: into the replay buffer")
+    again = [r for r in main if r.get("ceiling_after_steps_per_s")]
+    if again:
+        ax.plot([r["actors"] for r in again], [r["ceiling_after_steps_per_s"] for r in again], "o",
+                mfc="none", c="C0", label="ceiling measured again after Herd")
     if main:
         ax.plot(xs, [main[0]["ceiling_steps_per_s"] * x for x in xs], ":", c="gray", label="linear")
     for r in records:
-        if r["step_threads"] > 1:
+        label = (f"{r['step_threads']} threads/actor" if r["step_threads"] > 1
+                 else r.get("variant", "base") if r.get("variant", "base") != "base" else None)
+        if label:
             ax.plot(r["actors"], r["env_steps_per_s"], "^", c="C2")
-            ax.annotate(f"{r['step_threads']} threads/actor", (r["actors"], r["env_steps_per_s"]),
+            ax.annotate(label, (r["actors"], r["env_steps_per_s"]),
                         fontsize=7, xytext=(4, -10), textcoords="offset points")
     ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [str(x) for x in xs])
@@ -196,6 +264,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--seconds", type=float, default=8.0, help="measured window per point")
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--threaded", default="1,4", help="actor counts rerun with several step threads")
+    ap.add_argument("--variants", default="base",
+                    help="comma list of actor set-ups: base, pin, spp=N, envs=N, joined with + "
+                         "(e.g. base,pin,pin+spp=8); other than base at --variant-counts only")
+    ap.add_argument("--policy", choices=("init", "learner"), default="init",
+                    help="init: the learner's first weights only, for actors and ceilings alike, while "
+                         "it trains flat out; learner: actors get the weights as the learner trains "
+                         "them and each ceiling a snapshot (MuJoCo's cost moves with the policy)")
+    ap.add_argument("--variant-counts", default=None, help="actor counts for variants (default: the largest)")
     ap.add_argument("--quick", action="store_true", help="tiny run for a CPU box")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -217,75 +293,101 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     env_cfg = EnvConfig(id=args.env)
     records: list[dict] = []
-    ceilings: dict[int, float] = {}
-    with progress() as prog:
-        task = prog.add_task("ceiling", total=len(counts))
-        for n in counts:
-            prog.update(task, description=f"ceiling: {n} processes")
-            ceilings[n] = measure_ceiling(args.env, n, args)
-            console.print(f"  ceiling {n:>2} processes: {ceilings[n]:>9,.0f} env steps/s")
-            prog.advance(task)
-
     d = describe(make_env(env_cfg))
     spec = codec.spec_to_proto(args.env, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"])
     # The job config's learner (batch, AMP, graph, updates per replay), training flat out;
-    # compile off so that no point waits for it.
+    # compile off so that no point waits for it. --policy init: it publishes its first
+    # weights only, so every actor and every ceiling acts with one fixed random MLP.
+    frozen = {"publish_every_s": 1e9} if args.policy == "init" else {}
     lcfg = learner_from(args.config, replay_ratio=None, min_replay_size=10_000, buffer_capacity=1_000_000,
-                        staging_batches=64, max_batch=4096, compile=False, port=0)
+                        staging_batches=64, max_batch=4096, compile=False, port=0, **frozen)
     learner = Learner(lcfg, spec)
     console.print(f"  learner on {learner.device} ({args.config}: batch {lcfg.batch_size}, "
-                  f"{lcfg.updates_per_call} updates per replay, amp {lcfg.amp}), replay_ratio null")
+                  f"{lcfg.updates_per_call} updates per replay, amp {lcfg.amp}), replay_ratio null; "
+                  f"actors act with {'its first weights only' if frozen else 'its weights as published'}")
+
+    def ceiling(n: int) -> tuple[float, float, int]:
+        """The ceiling with the policy Herd's actors have now (the learner keeps training)."""
+        version, wire = learner.publisher.wait_newer_wire(0, timeout=5.0)
+        rate, length = measure_ceiling(args.env, n, args, wire)
+        console.print(f"  ceiling {n:>2} processes (policy v{version}): {rate:>9,.0f} env steps/s, "
+                      f"episodes of {length:.0f} steps")
+        return rate, length, version
+
     ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False,
              runtime_env=ray_runtime_env())
     actor_cls = ray.remote(max_restarts=0)(EnvActor)
-    runs = [(n, 1) for n in counts] + [(n, max(2, min(args.envs, (cores - 1) // n))) for n in threaded]
+    variants = [parse_variant(t, args) for t in args.variants.split(",") if t]
+    vcounts = [int(c) for c in (args.variant_counts or str(max(counts))).split(",")]
+    base = parse_variant("base", args)
+    runs = [(n, 1, base) for n in counts if any(v["name"] == "base" for v in variants)]
+    runs += [(n, 1, v) for v in variants if v["name"] != "base" for n in vcounts]
+    runs += [(n, max(2, min(args.envs, (cores - 1) // n)), base) for n in threaded]
+    ceilings: dict[int, tuple[float, float, int]] = {}
     try:
         with progress() as prog:
             task = prog.add_task("herd", total=len(runs))
-            for n, threads in runs:
-                prog.update(task, description=f"herd: {n} actors x {threads} threads")
-                m = measure_herd(learner, ray, actor_cls, env_cfg, n, threads, args)
-                ceiling = ceilings.get(n, float("nan"))
-                rec = dict(info, env=args.env, actors=n, envs_per_actor=args.envs,
-                           step_threads=threads, env_steps_per_s=round(m.pop("env_steps_per_s"), 1),
-                           ceiling_steps_per_s=round(ceiling, 1), ceiling_stepper="gymnasium", **m,
-                           device=str(learner.device), batch=lcfg.batch_size,
+            for n, threads, v in runs:
+                if n not in ceilings:  # measured just before Herd's first row at n
+                    ceilings[n] = ceiling(n)
+                prog.update(task, description=f"herd: {n} actors x {threads} threads, {v['name']}")
+                m = measure_herd(learner, ray, actor_cls, env_cfg, n, threads, args, v)
+                c_rate, c_len, c_version = ceilings[n]
+                rec = dict(info, env=args.env, actors=n, envs_per_actor=v["envs"], variant=v["name"],
+                           policy=args.policy, step_threads=threads,
+                           env_steps_per_s=round(m.pop("env_steps_per_s"), 1),
+                           ceiling_steps_per_s=round(c_rate, 1), ceiling_stepper="gymnasium",
+                           ceiling_episode_length=round(c_len, 1), ceiling_policy_version=c_version,
+                           **m, device=str(learner.device), batch=lcfg.batch_size,
                            updates_per_call=lcfg.updates_per_call,
-                           steps_per_push=args.steps_per_push)
-                rec["ratio_to_ceiling"] = round(rec["env_steps_per_s"] / ceiling, 3)
+                           steps_per_push=v["steps_per_push"])
+                rec["ratio_to_ceiling"] = round(rec["env_steps_per_s"] / c_rate, 3)
                 records.append(rec)
                 save(records, out)  # survives a killed run
-                console.print(f"  herd {n:>2} actors x {threads} threads: "
+                console.print(f"  herd {n:>2} actors x {threads} threads, {v['name']}: "
                               f"{rec['env_steps_per_s']:>9,.0f} env steps/s into the buffer "
                               f"({rec['ratio_to_ceiling']:.2f} of ceiling), "
-                              f"{m['updates_per_s']:,.0f} updates/s, lag {m['policy_lag']:.2f}")
+                              f"{m['updates_per_s']:,.0f} updates/s, lag {m['policy_lag']:.2f}, "
+                              f"episodes of {m['episode_length']:.0f} steps; "
+                              f"us/step policy {m['policy_us_per_step']}, env {m['env_us_per_step']}, "
+                              f"push {m['push_us_per_step']}; steal {m['box_steal_cores']} cores")
                 prog.advance(task)
+        top_n = max(counts)  # the box may have changed speed meanwhile (VM neighbours): again
+        again, _, again_version = ceiling(top_n)
+        for r in records:
+            if r["actors"] == top_n:
+                r["ceiling_after_steps_per_s"] = round(again, 1)
+                r["ceiling_after_policy_version"] = again_version
+        save(records, out)
     finally:
         learner.stop()
         ray.shutdown()
 
     table = Table(title=f"{args.env}, {args.envs} envs/process on {info['machine']} "
                         f"({cores} cores, torch {info['torch']})")
-    for col in ("actors", "threads", "ceiling", "herd → buffer", "ratio", "updates/s",
-                "push ms", "lag", "cores/actor", "learner cores", "box busy"):
+    for col in ("actors", "variant", "threads", "ceiling", "herd → buffer", "ratio", "updates/s",
+                "push ms", "lag", "env us/step", "cores/actor", "learner cores", "box busy"):
         table.add_column(col, justify="right")
     for r in records:
-        table.add_row(str(r["actors"]), str(r["step_threads"]), f"{r['ceiling_steps_per_s']:,.0f}",
+        table.add_row(str(r["actors"]), r["variant"], str(r["step_threads"]), f"{r['ceiling_steps_per_s']:,.0f}",
                       f"{r['env_steps_per_s']:,.0f}", f"{r['ratio_to_ceiling']:.2f}",
                       f"{r['updates_per_s']:,.0f}", f"{r['push_latency_ms']:.1f}",
-                      f"{r['policy_lag']:.2f}", f"{r['actor_cores']:.2f}",
+                      f"{r['policy_lag']:.2f}", f"{r['env_us_per_step']}", f"{r['actor_cores']:.2f}",
                       f"{r['learner_process_cores']:.2f}", f"{r['box_busy_cores']:.1f}")
     console.print(table)
     base = records[0] if records else None
-    top = max((r for r in records if r["step_threads"] == 1), key=lambda r: r["actors"], default=None)
+    top = max((r for r in records if r["step_threads"] == 1 and r["variant"] == "base"),
+              key=lambda r: r["actors"], default=None)
     if base and top and top is not base:
         eff = top["env_steps_per_s"] / (top["actors"] * base["env_steps_per_s"])
         console.print(f"scaling 1 -> {top['actors']} actors: {eff:.0%} of linear (Herd), "
                       f"{top['ceiling_steps_per_s'] / (top['actors'] * base['ceiling_steps_per_s']):.0%} "
                       f"(ceiling); Herd/ceiling at {top['actors']}: {top['ratio_to_ceiling']:.2f}")
     png = out.with_suffix(".png")
-    plot(records, png, f"{args.env} on {info['machine']}, {cores} cores, learner live on {learner.device}")
+    acting = "the learner's first weights" if args.policy == "init" else "the learner's weights as trained"
+    plot(records, png, f"{args.env} on {info['machine']}, {cores} cores, learner training on "
+                       f"{learner.device}\nactors and ceiling act with {acting}")
     console.print(f"wrote {out} and {png}")
     return records
 

@@ -36,9 +36,11 @@ def command() -> str:
 def header(title: str) -> dict:
     """Print and return machine, torch version, cores and the command line."""
     info = dict(machine=machine_name(), torch=torch.__version__, cores=os.cpu_count(),
-                command=command())
+                command=command(), **cpu_topology())
+    cpu = ", ".join(f"{k} {v}" for k, v in info.items() if k in ("cpu_model", "threads_per_core",
+                                                                  "l2_cache", "l3_cache"))
     console.print(f"[bold]{title}[/]  {info['machine']}  torch {info['torch']}  "
-                  f"cores {info['cores']}\n  $ {info['command']}")
+                  f"cores {info['cores']} ({cpu})\n  $ {info['command']}")
     return info
 
 
@@ -63,6 +65,36 @@ def proc_faults(pid: int) -> int:
     """Minor page faults of process `pid` so far (from /proc): each a fresh page the kernel had
     to map and zero, a cost that grows on virtual machines."""
     return int(read_stat(f"/proc/{pid}/stat")[1][7])
+
+
+def box_steal_s() -> float:
+    """CPU seconds the hypervisor gave this VM's cores to others (steal, from /proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (ticks[7] if len(ticks) > 7 else 0) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_topology() -> dict:
+    """CPU model, hardware threads per core and cache sizes, as far as Linux tells them."""
+    out: dict = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    out["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list") as f:
+            sib = f.read().strip()
+        out["threads_per_core"] = sum(
+            (int(b) - int(a) + 1) if "-" in part else 1
+            for part in sib.split(",") for a, _, b in [part.partition("-")])
+        for idx in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+            level, kind = (idx / "level").read_text().strip(), (idx / "type").read_text().strip()
+            if kind != "Instruction":
+                out[f"l{level}_cache"] = (idx / "size").read_text().strip()
+    except OSError:
+        pass
+    return out
 
 
 def box_busy_s() -> float:

@@ -21,7 +21,36 @@ def test_actor_feeds_learner_and_counts_agree(make_learner, env_cfg):
     assert stats["bytes_sent"] > stats["steps"] * 4 * 4 * 2
     assert stats["policy_version"] >= 1 and stats["policy_lag"] >= 0
     assert stats["push_latency_ms"] > 0
+    t = stats["time_s"]  # the stepping thread's split: parts within its wall time, all used
+    assert t["env"] > 0 and t["policy"] > 0 and t["push"] > 0 and t["cpu"] > 0
+    assert t["policy"] + t["env"] + t["push"] <= t["wall"] * 1.01
     deadline = time.monotonic() + 10
     while learner.buffer.inserted < stats["sent"] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert learner.received == learner.buffer.inserted == stats["sent"]
+
+
+
+def test_pin_binds_every_thread(make_learner, env_cfg):
+    import os
+    import threading
+
+    learner = make_learner(min_replay_size=10**9, buffer_capacity=4_000, replay_ratio=None)
+    actor = EnvActor("t1", env_cfg, ActorConfig(num_envs=2, steps_per_push=4, warmup_steps=0),
+                     learner.address(), seed=2)
+    every = set(os.sched_getaffinity(0))
+    core = max(every)
+    try:
+        assert actor.pin([core]) == [core]  # the actor shares this test's process: all pinned
+        step_tid = next(t.native_id for t in threading.enumerate() if t.name == "herd-step")
+        assert os.sched_getaffinity(step_tid) == {core}
+        steps = actor.steps
+        time.sleep(0.5)
+        assert actor.steps > steps  # still stepping, on the one core
+    finally:
+        actor.stop()
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), every)
+            except OSError:
+                pass
