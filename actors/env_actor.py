@@ -169,6 +169,8 @@ class EnvActor:
             # stepping thread, seconds so far (to each push): acting, env stepping, handing
             # batches to the sender (blocks on a full window), wall and the thread's own CPU
             "time_s": dict(self._time),
+            "env_us_per_step": 1e6 * self._time["env"] / max(self.steps, 1),
+            "policy_us_per_step": 1e6 * self._time["policy"] / max(self.steps, 1),
             "env_errors": self.env_errors,
             "error": repr(self._error) if self._error else None,
         }

@@ -44,6 +44,8 @@ ACTOR_GAUGES = {
     "bytes_sent": ("herd_actor_bytes_sent", "Bytes the actor pushed over gRPC"),
     "push_latency_ms": ("herd_actor_push_latency_ms", "Mean push round trip (ms)"),
     "policy_lag": ("herd_actor_policy_lag", "Policy versions the actor lags behind"),
+    "env_us_per_step": ("herd_actor_env_us_per_step", "Stepping-thread time in the envs per env step (us)"),
+    "policy_us_per_step": ("herd_actor_policy_us_per_step", "Stepping-thread time in the policy per env step (us)"),
     "in_flight": ("herd_actor_in_flight", "Unacknowledged batches in flight"),
     "reconnects": ("herd_actor_reconnects", "gRPC reconnects of the actor"),
     "episodes": ("herd_actor_episodes", "Episodes finished by the actor"),

@@ -61,7 +61,7 @@ def test_prometheus_endpoint_exports_herd_metrics(ray_cluster, job):
     for name in ("ray_herd_updates", "ray_herd_replay_size", "ray_herd_policy_lag",
                  "ray_herd_actors", "ray_herd_rejected_batches", "ray_herd_gpu_mem_allocated_bytes",
                  "ray_herd_bytes_received", "ray_herd_actor_bytes_sent", "ray_herd_actor_push_latency_ms",
-                 "ray_herd_actor_steps_per_s"):
+                 "ray_herd_actor_steps_per_s", "ray_herd_actor_env_us_per_step"):
         assert series(text, name, job=job), f"{name} missing for {job}"
     exported = {n for n in ALL_NAMES if f"ray_{n}{{" in text}
     # eval/train return, losses appear once the job has evaluated / finished episodes
