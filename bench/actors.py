@@ -256,14 +256,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="Humanoid-v5")
     ap.add_argument("--config", default="configs/humanoid.yaml", help="the live learner's settings")
-    ap.add_argument("--counts", default="1,2,4,8,16",
-                    help="actor process counts, any list (e.g. 1,2,4,8,15,16: 15 leaves the learner a core)")
+    ap.add_argument("--counts", default=None,
+                    help="actor process counts, any list (default 1,2,4,8,16; --quick 1,2)")
     ap.add_argument("--envs", type=int, default=8, help="envs per process")
     ap.add_argument("--steps-per-push", type=int, default=32)
     ap.add_argument("--window", type=int, default=4)
-    ap.add_argument("--seconds", type=float, default=8.0, help="measured window per point")
-    ap.add_argument("--warmup", type=float, default=3.0)
-    ap.add_argument("--threaded", default="1,4", help="actor counts rerun with several step threads")
+    ap.add_argument("--seconds", type=float, default=None, help="measured window per point (8; --quick 3)")
+    ap.add_argument("--warmup", type=float, default=None, help="seconds before each window (3; --quick 1)")
+    ap.add_argument("--threaded", default=None,
+                    help="actor counts rerun with several step threads (1,4; --quick 1; '' for none)")
     ap.add_argument("--variants", default="base",
                     help="comma list of actor set-ups: base, pin, spp=N, envs=N, joined with + "
                          "(e.g. base,pin,pin+spp=8); other than base at --variant-counts only")
@@ -275,8 +276,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--quick", action="store_true", help="tiny run for a CPU box")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.counts, args.seconds, args.warmup, args.threaded = "1,2", 3.0, 1.0, "1"
+    quick = {"counts": "1,2", "seconds": 3.0, "warmup": 1.0, "threaded": "1"}
+    full = {"counts": "1,2,4,8,16", "seconds": 8.0, "warmup": 3.0, "threaded": "1,4"}
+    for key, value in (quick if args.quick else full).items():  # what the command line left unset
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     counts = [int(c) for c in args.counts.split(",")]
     threaded = [int(c) for c in args.threaded.split(",") if c and int(c) > 0]  # "" or 0: none
     cores = os.cpu_count() or 1
