@@ -31,6 +31,7 @@ Writes bench/results/actors-<machine>.json (flat records) and a PNG scaling plot
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing as mp
 import os
 import sys
@@ -67,7 +68,7 @@ def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
     torch.manual_seed(0)
     sizes = [obs_dim, *hidden, 2 * act_dim]
     tensors = {}
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         lin = torch.nn.Linear(a, b)
         tensors[f"l{i}.weight"] = lin.weight.detach().numpy()
         tensors[f"l{i}.bias"] = lin.bias.detach().numpy()
@@ -101,7 +102,7 @@ def ceiling_worker(env_id: str, num_envs: int, warmup: float, seconds: float, se
             break
         action = policy.act(obs)
         for i, e in enumerate(envs):
-            o, r, term, trunc, _ = e.step(action[i])
+            o, _, term, trunc, _ = e.step(action[i])
             if term or trunc:
                 o, _ = e.reset()
                 episodes += 1
