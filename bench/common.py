@@ -67,10 +67,15 @@ def proc_faults(pid: int) -> int:
     return int(read_stat(f"/proc/{pid}/stat")[1][7])
 
 
+def _box_ticks() -> list[int]:
+    """The whole machine's CPU ticks by kind: /proc/stat's first line."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
 def box_steal_s() -> float:
     """CPU seconds the hypervisor gave this VM's cores to others (steal, from /proc/stat)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
+    ticks = _box_ticks()
     return (ticks[7] if len(ticks) > 7 else 0) / os.sysconf("SC_CLK_TCK")
 
 
@@ -99,8 +104,7 @@ def cpu_topology() -> dict:
 
 def box_busy_s() -> float:
     """CPU seconds the whole machine has spent not idle (all cores, from /proc/stat)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
+    ticks = _box_ticks()
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # without guest time (in user)
 
