@@ -52,8 +52,9 @@ class EnvActor:
         self._lags: collections.deque[int] = collections.deque(maxlen=64)
         self._started = time.monotonic()
         self._rate = (self._started, 0, 0.0)  # (time, steps, steps/s) of the last stats() call
-        # where the stepping thread's time goes, cumulative seconds (read by stats())
-        self._time = {"policy": 0.0, "env": 0.0, "push": 0.0, "wall": 0.0, "cpu": 0.0}
+        # where the stepping thread's time goes: cumulative seconds and the steps they cover,
+        # one snapshot replaced at each push (read by stats())
+        self._time = {"policy": 0.0, "env": 0.0, "push": 0.0, "wall": 0.0, "cpu": 0.0, "steps": 0}
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="herd-step")
@@ -89,8 +90,9 @@ class EnvActor:
         }
         n = 0
         version = 0
-        clock, tm = time.perf_counter, self._time
+        clock = time.perf_counter
         wall0, cpu0 = clock(), time.thread_time()
+        t_policy = t_env = t_push = 0.0
         while not self._stop.is_set():
             policy = self._policy
             s = slice(n, n + E)
@@ -107,8 +109,8 @@ class EnvActor:
             out = st.step(buf["action"][s], buf["next_obs"][s], buf["reward"][s],
                           buf["terminated"][s])
             t2 = clock()
-            tm["policy"] += t1 - t0
-            tm["env"] += t2 - t1
+            t_policy += t1 - t0
+            t_env += t2 - t1
             got = E
             if not out.ok.all():  # a recreated env's row is no transition: close the gap
                 keep = np.flatnonzero(out.ok) + n
@@ -125,8 +127,9 @@ class EnvActor:
                 self._push(buf, n, version)
                 n = 0
                 t3 = clock()
-                tm["push"] += t3 - t2
-                tm["wall"], tm["cpu"] = t3 - wall0, time.thread_time() - cpu0
+                t_push += t3 - t2
+                self._time = {"policy": t_policy, "env": t_env, "push": t_push, "wall": t3 - wall0,
+                              "cpu": time.thread_time() - cpu0, "steps": self.steps}
         if n:  # what was stepped before stop still reaches the learner
             self._push(buf, n, version)
 
@@ -138,6 +141,7 @@ class EnvActor:
     # ---- control (Ray calls; concurrent with stepping) ----
     def stats(self) -> dict:
         c = self.client.stats
+        tm = self._time  # one push's snapshot: its parts and steps agree
         now = time.monotonic()
         elapsed = max(now - self._started, 1e-9)
         t0, s0, recent = self._rate
@@ -166,11 +170,11 @@ class EnvActor:
             "stepper_path": self.stepper.path,
             "step_threads": self.stepper.threads,
             "reconnects": self.client.reconnects,
-            # stepping thread, seconds so far (to each push): acting, env stepping, handing
-            # batches to the sender (blocks on a full window), wall and the thread's own CPU
-            "time_s": dict(self._time),
-            "env_us_per_step": 1e6 * self._time["env"] / max(self.steps, 1),
-            "policy_us_per_step": 1e6 * self._time["policy"] / max(self.steps, 1),
+            # stepping thread up to the last push: seconds acting, env stepping, handing batches
+            # to the sender (blocks on a full window), wall, the thread's own CPU; env steps
+            "time_s": tm,
+            "env_us_per_step": 1e6 * tm["env"] / max(tm["steps"], 1),
+            "policy_us_per_step": 1e6 * tm["policy"] / max(tm["steps"], 1),
             "env_errors": self.env_errors,
             "error": repr(self._error) if self._error else None,
         }

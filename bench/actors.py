@@ -145,11 +145,12 @@ def parse_variant(text: str, args) -> dict:
 
 def time_split(before: list[dict], after: list[dict]) -> dict:
     """Stepping-thread time per env step over the window, all actors together (EnvActor's
-    time_s): policy, env, push (handing batches over) in us; cpu/wall of that thread."""
+    time_s snapshots, each taken at a push with the steps it covers): policy, env, push
+    (handing batches over) in us; cpu/wall of that thread."""
     def total(stats, key):
         return sum(s["time_s"][key] for s in stats)
 
-    steps = sum(a["steps"] - b["steps"] for a, b in zip(after, before)) or 1
+    steps = total(after, "steps") - total(before, "steps") or 1
     out = {f"{k}_us_per_step": round(1e6 * (total(after, k) - total(before, k)) / steps, 1)
            for k in ("policy", "env", "push")}
     wall = total(after, "wall") - total(before, "wall")

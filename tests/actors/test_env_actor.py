@@ -24,11 +24,11 @@ def test_actor_feeds_learner_and_counts_agree(make_learner, env_cfg):
     t = stats["time_s"]  # the stepping thread's split: parts within its wall time, all used
     assert t["env"] > 0 and t["policy"] > 0 and t["push"] > 0 and t["cpu"] > 0
     assert t["policy"] + t["env"] + t["push"] <= t["wall"] * 1.01
+    assert 0 < t["steps"] <= stats["steps"]
     deadline = time.monotonic() + 10
     while learner.buffer.inserted < stats["sent"] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert learner.received == learner.buffer.inserted == stats["sent"]
-
 
 
 def test_pin_binds_every_thread(make_learner, env_cfg):

@@ -21,7 +21,7 @@ def test_variants_change_only_what_they_name():
 
 def test_time_split_is_per_env_step_over_all_actors():
     def stats(steps, policy, env, push, wall, cpu):
-        return {"steps": steps, "time_s": {"policy": policy, "env": env, "push": push, "wall": wall, "cpu": cpu}}
+        return {"time_s": {"policy": policy, "env": env, "push": push, "wall": wall, "cpu": cpu, "steps": steps}}
 
     before = [stats(100, 1.0, 10.0, 0.1, 12.0, 11.0), stats(0, 0.0, 0.0, 0.0, 0.0, 0.0)]
     after = [stats(1100, 1.03, 10.4, 0.101, 12.5, 11.45), stats(1000, 0.03, 0.4, 0.001, 0.5, 0.45)]
