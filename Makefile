@@ -7,13 +7,20 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors
+.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
 	touch $@
+
+lock: ## re-resolve pyproject.toml's dependencies in a throwaway venv and pin them in requirements.lock
+	rm -rf .lockvenv && $(PY) -m venv .lockvenv
+	.lockvenv/bin/python -m pip install -q -e '.[dev]'
+	{ sed -n '1,2p' requirements.lock; .lockvenv/bin/python -m pip freeze --exclude-editable \
+	  | sed -E 's/^(torch==[^+]*)\+.*/\1/'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lockvenv
 
 setup: $(BIN)/.installed ## venv + pinned installs (idempotent)
 

@@ -134,7 +134,7 @@ class LearnerClient:
                 self._handshake()
                 outbox: queue.Queue = queue.Queue()
                 with self._lock:  # resend, stamped with the new session, what was never acked
-                    for seq, batch in self._pending.items():
+                    for batch in self._pending.values():
                         batch.session_id = self._session
                         outbox.put(batch)
                     self._outbox = outbox

@@ -20,7 +20,7 @@ def _ray_creator(env_id: str):
 
         if _global_registry.contains(ENV_CREATOR, env_id):
             return _global_registry.get(ENV_CREATOR, env_id)
-    except Exception:  # Ray not initialised here: only gymnasium's registry applies
+    except Exception:  # noqa: BLE001 -- Ray not initialised here: only gymnasium's registry applies
         return None
     return None
 

@@ -165,7 +165,7 @@ class FastLocomotion:
                 rne(m, d)
                 for dst, src in post:
                     copy(dst, src)
-            except Exception as e:  # the caller recreates env i
+            except Exception as e:  # noqa: BLE001 -- the caller recreates env i
                 failed.append((i, e))
 
     def finish(self, action, next_obs, reward) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ No per-transition Python objects: every field is written into preallocated numpy
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +44,7 @@ def fast_path_ok(env: gym.Env) -> bool:
     """True when stepping env.unwrapped (plus our own time limit) is exactly env.step."""
     try:
         from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
-    except Exception:  # gymnasium without MuJoCo support
+    except Exception:  # noqa: BLE001 -- gymnasium without MuJoCo support
         return False
     if not isinstance(env.unwrapped, MujocoEnv):
         return False
@@ -124,7 +125,7 @@ class VecStepper:
         for i in idx:
             try:
                 o, r, term, trunc, _ = self._step_fns[i](action[i])
-            except Exception as e:  # a broken simulator must not take the actor down
+            except Exception as e:  # noqa: BLE001 -- a broken simulator must not take the actor down
                 self._recreate(i, e)
                 ok[i] = False
                 self.obs[i] = self._reset(i)
@@ -146,10 +147,8 @@ class VecStepper:
         self.env_errors += 1
         if self.env_errors == 1:
             log.error("env %d raised in step (%r); recreating it", i, e)
-        try:
+        with contextlib.suppress(Exception):  # a broken env may fail to close as well
             self.envs[i].close()
-        except Exception:
-            pass
         self.envs[i] = make_env(self.env_cfg)
         self._step_fns[i] = self._bind(self.envs[i])
         if self._loco is not None and not self._loco.rebind(i, self.envs[i]):

@@ -10,13 +10,14 @@ bench/results/rllib-<machine>.json (and is plotted beside Herd's curve by bench/
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save  # noqa: E402
+from bench.common import console, header, result_path, save
 
 
 def find(result: dict, *path, default=None):
@@ -60,7 +61,7 @@ def main() -> int:
         steps = find(result, "num_env_steps_sampled_lifetime", default=0)
         ev = find(result, "evaluation", "env_runners", "episode_return_mean")
         train = find(result, "env_runners", "episode_return_mean")
-        if ev is not None and ev == ev:  # RLlib reports NaN before the first finished episode
+        if ev is not None and not math.isnan(ev):  # RLlib reports NaN before the first finished episode
             evals.append({"seconds": time.time() - t0, "mean_return": float(ev), "env_steps": steps})
         console.print(f"{time.time() - t0:6.1f}s iter {it} env steps {steps} train return {train} "
                       f"eval return {ev}", markup=False)

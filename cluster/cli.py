@@ -194,7 +194,7 @@ def cmd_status(args) -> int:
     def fetch():
         try:
             return ray.get(ctl.status.remote(), timeout=30)
-        except Exception:  # the job ended and took its controller with it
+        except Exception:  # noqa: BLE001 -- the job ended and took its controller with it
             return None
 
     if args.watch and not args.json:
@@ -309,8 +309,8 @@ def cmd_list(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="herd", description="Distributed SAC on Ray: actors, gRPC, GPU learner")
-    p.add_argument("--address", help="Ray dashboard URL (default $HERD_DASHBOARD_URL or %s)"
-                   % local.DEFAULT_DASHBOARD)
+    p.add_argument("--address", help="Ray dashboard URL (default $HERD_DASHBOARD_URL or "
+                   f"{local.DEFAULT_DASHBOARD})")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("up", help="start a local Ray head (dashboard on 127.0.0.1:8265)")
     s.add_argument("--port", type=int, default=6379)

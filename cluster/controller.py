@@ -118,7 +118,7 @@ class Controller:
                 if ref not in ready:
                     raise TimeoutError
                 out.append(ray.get(ref))
-            except Exception as e:  # booting, restarting or dead: report, do not fail the status
+            except Exception as e:  # noqa: BLE001 -- booting, restarting or dead: report, do not fail the status
                 out.append({"actor_id": actor_id, "error": f"unavailable: {type(e).__name__}"})
                 continue
             self._note_incarnation(actor_id, out[-1])
@@ -142,7 +142,7 @@ class Controller:
         try:
             learner = ray.get(self.learner.status_dict.remote(), timeout=10)
             self._export("record_learner", learner)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 -- reported in the status, which must not fail
             learner = {"error": f"learner unavailable: {type(e).__name__}: {e}"}
         return {
             "job_id": self.job_id,
@@ -175,7 +175,7 @@ class Controller:
             for actor_id, ray_id in ids.items():
                 info = get_actor(ray_id)
                 nodes[actor_id] = info.node_id if info else None
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 -- placement is informational
             log.warning("actor placement unavailable: %r", e)
         return {"resources": self.resources, "nodes": nodes}
 

@@ -136,7 +136,7 @@ def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
         env.reset(seed=0)
         frame = env.render()
         env.close()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 -- any GL failure means the same to the user
         raise RenderUnavailable(f"offscreen rendering with MUJOCO_GL={gl} failed: "
                                 f"{type(e).__name__}: {e}") from None
     if frame is None or np.asarray(frame).ndim != 3:

@@ -23,14 +23,13 @@ def _progress_of(job_id: str) -> dict | None:
     import ray
 
     from cluster.controller import NAMESPACE, controller_name
-
     from cluster.local import join
 
     try:
         join()
         ctl = ray.get_actor(controller_name(job_id), namespace=NAMESPACE)
         return ray.get(ctl.latest_progress.remote(), timeout=15)
-    except Exception:
+    except Exception:  # noqa: BLE001 -- not up yet, or gone: no progress to show
         return None
 
 
@@ -59,7 +58,8 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
         ev, best = s["final_eval"], s.get("best_eval")
         verdict = ""
         if s.get("target_return") is not None:
-            verdict = " (target %.0f %s)" % (s["target_return"], "reached" if s["reached_target"] else "NOT reached")
+            reached = "reached" if s["reached_target"] else "NOT reached"
+            verdict = f" (target {s['target_return']:.0f} {reached})"
         console.print(f"[bold green]{job_id} finished[/] in {s['wall_s']:.0f}s ({s['stop_reason']}){verdict}")
         if best:
             console.print(f"best deterministic eval return {best['mean_return']:.1f} (policy "

@@ -17,7 +17,7 @@ class MetricsWriter:
     def __init__(self, run_dir: Path):
         from torch.utils.tensorboard import SummaryWriter
 
-        self._file = open(run_dir / "metrics.csv", "a", newline="")
+        self._file = open(run_dir / "metrics.csv", "a", newline="")  # noqa: SIM115 -- closed in close()
         self._csv = csv.DictWriter(self._file, fieldnames=COLUMNS, extrasaction="ignore")
         if self._file.tell() == 0:
             self._csv.writeheader()

@@ -13,9 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from actors.config import EnvConfig  # noqa: E402
-from actors.envs import describe, make_env  # noqa: E402
-from proto import codec  # noqa: E402
+from actors.config import EnvConfig
+from actors.envs import describe, make_env
+from proto import codec
 
 ENV_ID = "InvertedPendulum-v5"
 

@@ -27,7 +27,7 @@ SMALL = {
 
 def herd(*args, check=True) -> subprocess.CompletedProcess:
     r = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=180, env=os.environ.copy())
+                       text=True, timeout=180, env=os.environ.copy(), check=False)
     if check and r.returncode:
         raise AssertionError(f"herd {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return r
@@ -56,6 +56,12 @@ def wait_for(pred, timeout: float, what: str, poll: float = 1.0):
 def controller_up(job):
     r = herd("status", job, "--json", check=False)
     return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def status_when(job: str, pred):
+    """The job's status once `pred(status)` holds; None before that or while its controller is down."""
+    s = controller_up(job)
+    return s if s is not None and pred(s) else None
 
 
 def submit(cfg: dict, tmp_dir: Path, *extra: str) -> str:

@@ -108,7 +108,7 @@ def test_docker_compose_config_accepts_the_file():
     if not docker:
         pytest.skip("no docker client on this machine")
     r = subprocess.run([docker, "compose", "-f", str(COMPOSE), "config", "--quiet"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, check=False)
     if r.returncode and ("is not a docker command" in r.stderr or "unknown" in r.stderr.lower()):
         pytest.skip(f"docker client without the compose plugin: {r.stderr.strip()[:200]}")
     assert r.returncode == 0, r.stderr

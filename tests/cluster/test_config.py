@@ -82,6 +82,7 @@ def test_ray_registered_env_by_name():
 def test_submit_refuses_bad_config_before_contacting_ray(tmp_path):
     bad = _write(tmp_path, "env: {id: NoSuchEnv-v0}\n")
     r = subprocess.run([sys.executable, "-m", "cluster", "--address", "http://127.0.0.1:9",
-                        "submit", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                        "submit", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       check=False)
     assert r.returncode == 2
     assert "unknown env id 'NoSuchEnv-v0'" in r.stderr

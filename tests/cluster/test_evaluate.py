@@ -52,7 +52,7 @@ def test_evaluate_checkpoint_is_deterministic(checkpoint):
 
 def herd(*args, env=None):
     return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+                          text=True, timeout=300, env={**os.environ, **(env or {})}, check=False)
 
 
 def test_cli_evaluate_and_errors(checkpoint, tmp_path):

@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from tests.jobs import SMALL, controller_up, get_json, herd, status, submit, wait_for
+from tests.jobs import SMALL, controller_up, get_json, herd, status, status_when, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -21,8 +21,8 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     runs = tmp_path / "runs"
 
     first = wait_for(lambda: controller_up(job), 120, "the job's controller")
-    s1 = wait_for(lambda: (lambda s: s if s["learner"]["updates"] > 0 else None)(status(job)),
-                  120, "the first updates")
+    s1 = wait_for(lambda: status_when(job, lambda s: s["learner"]["updates"] > 0), 120,
+                  "the first updates")
     time.sleep(4)
     s2 = status(job)
     assert s2["learner"]["received"] > s1["learner"]["received"] >= 0
@@ -34,8 +34,8 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     # ---- live scaling, learner untouched ----
     learner_id = s2["learner"]["learner_id"]
     assert "2 actors" in herd("scale", job, "--actors", "2").stdout
-    two = wait_for(lambda: (lambda s: s if len(s["actors"]) == 2 and all(a.get("steps", 0) > 0
-                   for a in s["actors"]) else None)(status(job)), 90, "two stepping actors")
+    two = wait_for(lambda: status_when(job, lambda s: len(s["actors"]) == 2 and all(
+                   a.get("steps", 0) > 0 for a in s["actors"])), 90, "two stepping actors")
     assert two["learner"]["learner_id"] == learner_id
 
     # ---- the dashboard's REST API lists the job, the learner and the env actors ----

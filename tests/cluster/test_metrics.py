@@ -6,13 +6,13 @@ One real job on the session's Ray cluster serves every test of this module.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.request
 
 import pytest
-from tests.jobs import SMALL, get_json, herd, status, submit, wait_for
+
+from tests.jobs import SMALL, get_json, herd, status, status_when, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -22,8 +22,8 @@ def job(ray_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("metrics")
     cfg = {**SMALL, "run": {**SMALL["run"], "name": "metrics"}}
     job_id = submit(cfg, tmp)
-    wait_for(lambda: (lambda r: r.returncode == 0 and json.loads(r.stdout)["learner"].get("updates", 0) > 0)(
-        herd("status", job_id, "--json", check=False)), 150, "the job's first updates", poll=2)
+    wait_for(lambda: status_when(job_id, lambda s: s["learner"].get("updates", 0) > 0), 150,
+             "the job's first updates", poll=2)
     yield job_id
     herd("stop", job_id, check=False)
     wait_for(lambda: (tmp / "runs" / job_id / "summary.json").exists(), 180, "summary.json", poll=2)

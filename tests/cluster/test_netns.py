@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.jobs import SMALL, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -35,15 +36,15 @@ def _why_not() -> str | None:
     if not shutil.which("ip"):
         return "iproute2 missing (apt-get install -y iproute2)"
     probe = f"herdprobe{os.getpid()}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, check=False)
     if r.returncode:
         return f"`ip netns add` fails here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
     return None
 
 
 def sh(*cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
     if check and r.returncode:
         raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return r
@@ -144,10 +145,13 @@ def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, 
         r = net.exec(net.head, sys.executable, "-c", code, env=env, cwd=ROOT, timeout=120)
         return json.loads(r.stdout.strip().splitlines()[-1])
 
-    nodes = wait_for(lambda: (lambda n: n if len(n) == 2 else None)(query(
-        "import json, ray; ray.init(logging_level='ERROR');"
-        "print(json.dumps({n['NodeManagerAddress']: n['Resources'] for n in ray.nodes() if n['Alive']}))")),
-        90, "both nodes registered", poll=2)
+    def both_nodes():
+        n = query("import json, ray; ray.init(logging_level='ERROR');"
+                  "print(json.dumps({n['NodeManagerAddress']: n['Resources'] for n in ray.nodes() "
+                  "if n['Alive']}))")
+        return n if len(n) == 2 else None
+
+    nodes = wait_for(both_nodes, 90, "both nodes registered", poll=2)
     assert nodes[WORKER_IP].get("herd_worker") == 4 and "herd_worker" not in nodes[HEAD_IP]
 
     cfg = {**SMALL,

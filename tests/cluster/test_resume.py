@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.jobs import SMALL, herd, submit as submit_job, wait_for
+
+from tests.jobs import SMALL, controller_up, herd, wait_for
+from tests.jobs import submit as submit_job
 
 pytestmark = pytest.mark.cluster
 
@@ -53,8 +55,7 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     # ---- resume: a bigger budget, the same networks ----
     cfg_b = {**CFG, "run": {**CFG["run"], "name": "resumed", "max_env_steps": saved["received"] + 3_000}}
     job_b = submit(tmp_path, cfg_b, "--resume", str(runs / job_a))
-    first = wait_for(lambda: (lambda r: json.loads(r.stdout) if r.returncode == 0 else None)(
-        herd("status", job_b, "--json", check=False)), 150, "B's controller", poll=1)["learner"]
+    first = wait_for(lambda: controller_up(job_b), 150, "B's controller", poll=1)["learner"]
     # counters and buffer are A's from the first status on (B's one actor adds a few hundred rows)
     assert first["received"] >= saved["received"]
     assert first["replay_size"] >= replay["size"]

@@ -92,7 +92,7 @@ def test_unknown_session_is_failed_precondition(wire):
 
 
 def test_handshake_refuses_a_different_env(wire, spec):
-    learner, stub, _ = wire
+    _, stub, _ = wire
     other = pb.EnvSpec()
     other.CopyFrom(spec)
     other.obs_shape[:] = [7]
