@@ -26,7 +26,7 @@ def test_scale_up_and_down_repeatedly(ray_cluster, tmp_path):
     cfg = {**SMALL, "run": {**SMALL["run"], "name": "scale"}}
     job = submit(cfg, tmp_path)
     runs = tmp_path / "runs"
-    first = wait_for(lambda: controller_up(job), 150, "the controller", poll=2)
+    wait_for(lambda: controller_up(job), 150, "the controller", poll=2)
     first = wait_for(lambda: stepping(job, 1, {}), 90, "the first actor stepping")
     learner_id = first["learner"]["learner_id"]
 
