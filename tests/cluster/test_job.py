@@ -18,9 +18,15 @@ pytestmark = pytest.mark.cluster
 
 def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     job = submit(SMALL, tmp_path)
-    runs = tmp_path / "runs"
+    try:
+        _runs_scales_and_stops(job, tmp_path / "runs", ray_cluster["dashboard"])
+    finally:  # a failed check must not leave the job running beside the next tests
+        if not (tmp_path / "runs" / job / "summary.json").exists():
+            herd("stop", job, check=False)
 
-    first = wait_for(lambda: controller_up(job), 120, "the job's controller")
+
+def _runs_scales_and_stops(job: str, runs, url: str):
+    wait_for(lambda: controller_up(job), 120, "the job's controller")
     s1 = wait_for(lambda: status_when(job, lambda s: s["learner"]["updates"] > 0), 120,
                   "the first updates")
     time.sleep(4)
@@ -29,7 +35,9 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     assert s2["learner"]["updates"] > s1["learner"]["updates"]
     # actors follow the learner's policy as its version advances
     wait_for(lambda: status(job)["actors"][0]["policy_version"] > 1, 60, "policy version advance")
-    assert len(first["actors"]) == 1
+    # the job's one actor (counted once it has stepped: the controller's first status can come
+    # before its scale call has added the actor)
+    assert len(s2["actors"]) == 1
 
     # ---- live scaling, learner untouched ----
     learner_id = s2["learner"]["learner_id"]
@@ -39,7 +47,6 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     assert two["learner"]["learner_id"] == learner_id
 
     # ---- the dashboard's REST API lists the job, the learner and the env actors ----
-    url = ray_cluster["dashboard"]
     jobs = get_json(f"{url}/api/jobs/")
     assert any(j.get("submission_id") == job and j["status"] == "RUNNING" for j in jobs)
     actors = get_json(f"{url}/api/v0/actors?limit=1000")["data"]["result"]["result"]
@@ -83,9 +90,9 @@ def test_cuda_learner_on_a_cpu_cluster_is_refused(ray_cluster, tmp_path):
     cfg = {**SMALL, "learner": {**SMALL["learner"], "device": "cuda"}}
     path = tmp_path / "cuda.yaml"
     path.write_text(yaml.safe_dump(cfg))
+    before = {j.get("submission_id") for j in get_json(f"{ray_cluster['dashboard']}/api/jobs/")}
     r = herd("submit", str(path), "--runs-dir", str(tmp_path / "runs"), check=False)
     assert r.returncode == 2
     assert "no GPU" in r.stderr
-    jobs = get_json(f"{ray_cluster['dashboard']}/api/jobs/")
-    assert not any((j.get("submission_id") or "").startswith("herd-itest") and j["status"] == "RUNNING"
-                   for j in jobs)
+    after = {j.get("submission_id") for j in get_json(f"{ray_cluster['dashboard']}/api/jobs/")}
+    assert after == before  # refused before any job was submitted
