@@ -48,6 +48,9 @@ class Controller:
         self.job_id, self.env_cfg, self.actor_cfg = job_id, env_cfg, actor_cfg
         self.learner, self.learner_address, self.token = learner, learner_address, token
         self.actors: dict[str, ray.actor.ActorHandle] = {}
+        # the count asked for (the config's, then the latest scale call's): status shows it while
+        # the actors are still being created
+        self.target_actors = actor_cfg.num_actors
         self.retired: dict[str, dict] = {}  # final stats of actors scaled away
         # last stats seen of actor processes that died and were restarted by Ray (their
         # counters start again from 0 in the new process): kept so that totals stay whole
@@ -87,6 +90,7 @@ class Controller:
         """Set the number of env actors; removed ones deliver what they stepped first."""
         if n < 0:
             raise ValueError("the actor count cannot be negative")
+        self.target_actors = n
         with self._lock:
             while len(self.actors) < n:
                 actor_id, handle = self._spawn()
@@ -149,6 +153,7 @@ class Controller:
             "time": time.time(),
             "learner": learner,
             "actors": self.actor_stats(),
+            "target_actors": self.target_actors,
             "retired": list(self.retired.values()),
             "dead_incarnations": list(self.dead_incarnations),
             "progress": dict(self.progress),

@@ -100,7 +100,9 @@ def status_view(st: dict):
         head += "\n[yellow]stop requested[/]"
     from rich import box
 
-    t = Table(title=f"{len(st['actors'])} env actors ({len(st.get('retired', []))} retired)",
+    n, target = len(st["actors"]), st.get("target_actors")
+    starting = f", {target - n} starting" if target is not None and target > n else ""
+    t = Table(title=f"{n} env actors ({len(st.get('retired', []))} retired{starting})",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     t.add_column("actor", no_wrap=True, min_width=7)
     # short headers: the table fits an 80-column terminal (see the caption)

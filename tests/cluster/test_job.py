@@ -26,7 +26,8 @@ def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
 
 
 def _runs_scales_and_stops(job: str, runs, url: str):
-    wait_for(lambda: controller_up(job), 120, "the job's controller")
+    first = wait_for(lambda: controller_up(job), 120, "the job's controller")
+    assert first["target_actors"] == 1  # the config's count, even before the actor is up
     s1 = wait_for(lambda: status_when(job, lambda s: s["learner"]["updates"] > 0), 120,
                   "the first updates")
     time.sleep(4)
@@ -44,7 +45,7 @@ def _runs_scales_and_stops(job: str, runs, url: str):
     assert "2 actors" in herd("scale", job, "--actors", "2").stdout
     two = wait_for(lambda: status_when(job, lambda s: len(s["actors"]) == 2 and all(
                    a.get("steps", 0) > 0 for a in s["actors"])), 90, "two stepping actors")
-    assert two["learner"]["learner_id"] == learner_id
+    assert two["learner"]["learner_id"] == learner_id and two["target_actors"] == 2
 
     # ---- the dashboard's REST API lists the job, the learner and the env actors ----
     jobs = get_json(f"{url}/api/jobs/")
@@ -56,7 +57,7 @@ def _runs_scales_and_stops(job: str, runs, url: str):
 
     assert "1 actors" in herd("scale", job, "--actors", "1").stdout
     one = status(job)
-    assert len(one["actors"]) == 1 and one["learner"]["learner_id"] == learner_id
+    assert len(one["actors"]) == one["target_actors"] == 1 and one["learner"]["learner_id"] == learner_id
     assert len(one["retired"]) == 1
 
     # ---- stop: final checkpoint, evaluation and summary; nothing stepped is lost ----

@@ -114,7 +114,7 @@ def test_status_watch_redraws_live(monkeypatch):
                             "recent_steps_per_s": 3.0, "acked": 5, "bytes_sent": 10, "mean_return": 1.0,
                             "policy_version": i, "push_latency_ms": 1.0, "in_flight": 0, "reconnects": 0}
                            for k in range(i)],
-                "retired": [], "progress": {}, "stop_requested": False}
+                "target_actors": 3, "retired": [], "progress": {}, "stop_requested": False}
 
     def fetch():
         frames.append(len(frames))
@@ -127,3 +127,5 @@ def test_status_watch_redraws_live(monkeypatch):
     assert time.monotonic() - t0 < 10 and len(frames) == 4
     text = con.export_text()
     assert "actor-2" in text and "controller is gone" in text
+    # actors asked for but not up yet are counted in the title, until they are all up
+    assert "1 env actors (0 retired, 2 starting)" in text and "3 env actors (0 retired)" in text
