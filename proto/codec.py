@@ -12,8 +12,12 @@ import numpy as np
 
 from proto import herd_pb2 as pb
 
-TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "discount")
+"""TransitionBatch's row fields in field-number order (6..11)."""
+OPTIONAL_FIELDS = ("discount",)
+"""Fields a batch may leave empty: no `discount` means one-step rows."""
 REWARD_DTYPE = np.dtype("<f4")
+DISCOUNT_DTYPE = np.dtype("<f4")
 TERMINATED_DTYPE = np.dtype("u1")
 TOKEN_HEADER = "x-herd-token"
 
@@ -46,9 +50,11 @@ def pack_batch(
     policy_version: int,
     obs_dtype: str = "float32",
 ) -> pb.TransitionBatch:
-    """One TransitionBatch from row-aligned arrays (obs, action, reward, next_obs, terminated)."""
+    """One TransitionBatch from row-aligned arrays (obs, action, reward, next_obs, terminated,
+    and optionally discount)."""
     obs_dt = wire_dtype(obs_dtype)
     count = len(arrays["reward"])
+    discount = arrays.get("discount")
     return pb.TransitionBatch(
         session_id=session_id,
         actor_id=actor_id,
@@ -60,6 +66,7 @@ def pack_batch(
         reward=np.ascontiguousarray(arrays["reward"], REWARD_DTYPE).tobytes(),
         next_obs=np.ascontiguousarray(arrays["next_obs"], obs_dt).tobytes(),
         terminated=np.ascontiguousarray(arrays["terminated"], TERMINATED_DTYPE).tobytes(),
+        discount=b"" if discount is None else np.ascontiguousarray(discount, DISCOUNT_DTYPE).tobytes(),
     )
 
 
@@ -92,6 +99,7 @@ class WireBatch:
     every large block afresh (proto/heap.py). The rows are joined once into the body (fields
     6-10); the small head (fields 1-5) is written per send, so a resend after a reconnect can
     carry a new `session_id`. Hand it to gRPC with `request_serializer=WireBatch.SerializeToString`.
+    `discount` (field 11) is written only when `arrays` holds it.
     """
 
     __slots__ = ("_body", "actor_id", "count", "policy_version", "seq", "session_id")
@@ -101,9 +109,11 @@ class WireBatch:
         obs_dt = wire_dtype(obs_dtype)
         self.session_id, self.actor_id, self.seq = session_id, actor_id, seq
         self.policy_version, self.count = policy_version, len(arrays["reward"])
-        dtypes = (obs_dt, np.dtype("<f4"), REWARD_DTYPE, obs_dt, TERMINATED_DTYPE)
+        dtypes = (obs_dt, np.dtype("<f4"), REWARD_DTYPE, obs_dt, TERMINATED_DTYPE, DISCOUNT_DTYPE)
         parts = []
         for num, (name, dt) in enumerate(zip(TRANSITION_FIELDS, dtypes), start=6):
+            if name in OPTIONAL_FIELDS and arrays.get(name) is None:
+                continue
             parts += _length_delimited(num, np.ascontiguousarray(arrays[name], dt))
         self._body = b"".join(parts)
 
@@ -128,14 +138,18 @@ def field_layout(spec: pb.EnvSpec) -> dict[str, tuple[np.dtype, tuple[int, ...]]
         "reward": (REWARD_DTYPE, ()),
         "next_obs": obs,
         "terminated": (TERMINATED_DTYPE, ()),
+        "discount": (DISCOUNT_DTYPE, ()),
     }
 
 
 def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.ndarray]:
-    """Zero-copy views of a batch's fields. Raises ValueError when a byte length is wrong."""
+    """Zero-copy views of a batch's fields (an empty optional field is left out). Raises
+    ValueError when a byte length is wrong."""
     out = {}
     for name, (dtype, shape) in field_layout(spec).items():
         raw = getattr(batch, name)
+        if not raw and name in OPTIONAL_FIELDS:
+            continue
         row = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
         if len(raw) != batch.count * row:
             raise ValueError(
@@ -147,9 +161,17 @@ def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.nd
 
 
 def pack_weights(
-    tensors: Mapping[str, np.ndarray], version: int, log_std_min: float, log_std_max: float
+    tensors: Mapping[str, np.ndarray], version: int, log_std_min: float, log_std_max: float,
+    *, arch: str = "mlp", obs_mean=None, obs_std=None, obs_clip: float = 0.0,
 ) -> pb.PolicyWeights:
+    """PolicyWeights of `arch`; obs_mean/obs_std (flat) when the network reads normalized obs."""
+    norm = {}
+    if obs_mean is not None:
+        norm = dict(obs_mean=np.asarray(obs_mean, np.float32).ravel().tolist(),
+                    obs_std=np.asarray(obs_std, np.float32).ravel().tolist(), obs_clip=obs_clip)
     return pb.PolicyWeights(
+        arch=arch,
+        **norm,
         version=version,
         tensors=[
             pb.Tensor(name=k, shape=list(v.shape), data=np.ascontiguousarray(v, "<f4").tobytes())

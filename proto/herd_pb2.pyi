@@ -47,7 +47,7 @@ class HandshakeReply(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ...) -> None: ...
 
 class TransitionBatch(_message.Message):
-    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated")
+    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated", "discount")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class TransitionBatch(_message.Message):
     REWARD_FIELD_NUMBER: _ClassVar[int]
     NEXT_OBS_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    DISCOUNT_FIELD_NUMBER: _ClassVar[int]
     session_id: int
     actor_id: str
     seq: int
@@ -68,7 +69,8 @@ class TransitionBatch(_message.Message):
     reward: bytes
     next_obs: bytes
     terminated: bytes
-    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ...) -> None: ...
+    discount: bytes
+    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., discount: _Optional[bytes] = ...) -> None: ...
 
 class PushAck(_message.Message):
     __slots__ = ("seq", "code", "message", "accepted", "received_total", "duplicate")
@@ -105,16 +107,24 @@ class Tensor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class PolicyWeights(_message.Message):
-    __slots__ = ("version", "tensors", "log_std_min", "log_std_max")
+    __slots__ = ("version", "tensors", "log_std_min", "log_std_max", "arch", "obs_mean", "obs_std", "obs_clip")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     LOG_STD_MIN_FIELD_NUMBER: _ClassVar[int]
     LOG_STD_MAX_FIELD_NUMBER: _ClassVar[int]
+    ARCH_FIELD_NUMBER: _ClassVar[int]
+    OBS_MEAN_FIELD_NUMBER: _ClassVar[int]
+    OBS_STD_FIELD_NUMBER: _ClassVar[int]
+    OBS_CLIP_FIELD_NUMBER: _ClassVar[int]
     version: int
     tensors: _containers.RepeatedCompositeFieldContainer[Tensor]
     log_std_min: float
     log_std_max: float
-    def __init__(self, version: _Optional[int] = ..., tensors: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., log_std_min: _Optional[float] = ..., log_std_max: _Optional[float] = ...) -> None: ...
+    arch: str
+    obs_mean: _containers.RepeatedScalarFieldContainer[float]
+    obs_std: _containers.RepeatedScalarFieldContainer[float]
+    obs_clip: float
+    def __init__(self, version: _Optional[int] = ..., tensors: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., log_std_min: _Optional[float] = ..., log_std_max: _Optional[float] = ..., arch: _Optional[str] = ..., obs_mean: _Optional[_Iterable[float]] = ..., obs_std: _Optional[_Iterable[float]] = ..., obs_clip: _Optional[float] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

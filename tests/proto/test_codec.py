@@ -10,32 +10,38 @@ from proto import codec
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _arrays(n, obs_dim=4, act_dim=1, seed=0):
+def _arrays(n, obs_dim=4, act_dim=1, seed=0, discount=False):
     rng = np.random.default_rng(seed)
-    return {
+    out = {
         "obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
         "action": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
         "reward": rng.normal(size=n).astype(np.float32),
         "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
         "terminated": rng.integers(0, 2, n).astype(np.uint8),
     }
+    if discount:  # n-step rows: g^k for k in 1..3
+        out["discount"] = (0.99 ** rng.integers(1, 4, n)).astype(np.float32)
+    return out
 
 
-def test_batch_round_trip_is_exact(spec):
-    arrays = _arrays(37)
+@pytest.mark.parametrize("discount", [False, True])
+def test_batch_round_trip_is_exact(spec, discount):
+    arrays = _arrays(37, discount=discount)
     msg = codec.pack_batch(arrays, session_id=3, actor_id="a", seq=9, policy_version=5)
     wire = type(msg).FromString(msg.SerializeToString())
     back = codec.unpack_batch(wire, spec)
     assert (wire.count, wire.seq, wire.policy_version, wire.session_id) == (37, 9, 5, 3)
-    for name in codec.TRANSITION_FIELDS:
+    assert set(back) == set(arrays)  # no discount sent: none decoded (one-step rows)
+    for name in arrays:
         np.testing.assert_array_equal(back[name].reshape(arrays[name].shape), arrays[name])
 
 
 @pytest.mark.parametrize(("n", "session", "seq", "version", "actor"), [
     (37, 3, 9, 5, "a"), (1, 2**63 - 1, 1, 0, "actor-é-" + "x" * 200), (0, 0, 0, 0, ""),
     (300, 123456789, 2**40, 2**32 + 7, "bench-16-3")])
-def test_hand_serialized_batch_is_protobufs_own_bytes(n, session, seq, version, actor):
-    arrays = _arrays(n, obs_dim=7, act_dim=3, seed=n)
+@pytest.mark.parametrize("discount", [False, True])
+def test_hand_serialized_batch_is_protobufs_own_bytes(n, session, seq, version, actor, discount):
+    arrays = _arrays(n, obs_dim=7, act_dim=3, seed=n, discount=discount)
     want = codec.pack_batch(arrays, session_id=session, actor_id=actor, seq=seq,
                             policy_version=version).SerializeToString()
     wire = codec.WireBatch(arrays, session_id=session, actor_id=actor, seq=seq, policy_version=version)
