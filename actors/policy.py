@@ -24,28 +24,59 @@ def _one_thread() -> None:
 
 
 class MLPPolicy:
-    """tanh-Gaussian MLP as the contract in herd.proto describes it; inference only."""
+    """The tanh-Gaussian policy as the contract in herd.proto describes it (either layout,
+    observation normalization included); inference only."""
 
     def __init__(self, weights: pb.PolicyWeights, low: np.ndarray, high: np.ndarray):
-        arrays = [torch.from_numpy(a.copy()) for _, a in codec.unpack_weights(weights)]
-        if len(arrays) % 2 or not arrays:
-            raise ValueError("PolicyWeights must hold (weight, bias) pairs")
-        self.layers = list(zip(arrays[0::2], arrays[1::2]))
+        named = {name: torch.from_numpy(a.copy()) for name, a in codec.unpack_weights(weights)}
+        self.arch = weights.arch or "mlp"
+        if self.arch == "mlp":
+            arrays = list(named.values())
+            if len(arrays) % 2 or not arrays:
+                raise ValueError("PolicyWeights must hold (weight, bias) pairs")
+            self.layers = list(zip(arrays[0::2], arrays[1::2]))
+        elif self.arch == "residual":
+            try:
+                pair = lambda k: (named[f"{k}.weight"], named[f"{k}.bias"])  # noqa: E731
+                n = len({k.split(".")[0] for k in named if k.startswith("b")})
+                self.inp, self.out_norm, self.head = pair("in"), pair("out_norm"), pair("head")
+                self.blocks = [(pair(f"b{i}.norm"), pair(f"b{i}.fc1"), pair(f"b{i}.fc2")) for i in range(n)]
+            except KeyError as e:
+                raise ValueError(f"residual PolicyWeights lack tensor {e}") from None
+        else:
+            raise ValueError(f"PolicyWeights.arch {weights.arch!r} is neither 'mlp' nor 'residual'")
+        self.obs_mean = self.obs_std = None
+        if len(weights.obs_mean):
+            self.obs_mean = torch.tensor(list(weights.obs_mean), dtype=torch.float32)
+            self.obs_std = torch.tensor(list(weights.obs_std), dtype=torch.float32)
+        self.obs_clip = weights.obs_clip
         self.version = weights.version
         self.log_std_range = (weights.log_std_min, weights.log_std_max)
         self.scale = torch.from_numpy((np.asarray(high, np.float32) - low) / 2)
         self.bias = torch.from_numpy((np.asarray(high, np.float32) + low) / 2)
 
+    def _net(self, x: torch.Tensor) -> torch.Tensor:
+        if self.obs_mean is not None:
+            x = (x - self.obs_mean) / self.obs_std
+            if self.obs_clip > 0:
+                x = x.clamp(-self.obs_clip, self.obs_clip)
+        if self.arch == "mlp":
+            last = len(self.layers) - 1
+            for i, (w, b) in enumerate(self.layers):
+                x = F.linear(x, w, b)
+                if i < last:
+                    x = F.relu(x)
+            return x
+        x = F.linear(x, *self.inp)
+        for norm, fc1, fc2 in self.blocks:
+            h = F.layer_norm(x, x.shape[-1:], *norm)
+            x = x + F.linear(F.relu(F.linear(h, *fc1)), *fc2)
+        return F.linear(F.layer_norm(x, x.shape[-1:], *self.out_norm), *self.head)
+
     @torch.inference_mode()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         _one_thread()
-        x = torch.from_numpy(np.ascontiguousarray(obs, np.float32))
-        last = len(self.layers) - 1
-        for i, (w, b) in enumerate(self.layers):
-            x = F.linear(x, w, b)
-            if i < last:
-                x = F.relu(x)
-        mean, log_std = x.chunk(2, dim=-1)
+        mean, log_std = self._net(torch.from_numpy(np.ascontiguousarray(obs, np.float32))).chunk(2, dim=-1)
         if not deterministic:
             std = log_std.clamp(*self.log_std_range).exp()
             mean = mean + std * torch.randn_like(mean)

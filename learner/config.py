@@ -27,7 +27,42 @@ class LearnerConfig(BaseModel):
     min_replay_size: int = Field(5_000, ge=1)
     """No update before the ring holds this many transitions."""
     hidden_sizes: tuple[int, ...] = (256, 256)
-    """Hidden layers of the actor and both critics."""
+    """Hidden layers of the actor and the critics when their arch is 'mlp'."""
+    actor_arch: Literal["mlp", "residual"] = "mlp"
+    """'mlp': Linear+ReLU layers of hidden_sizes; 'residual': pre-LayerNorm residual blocks
+    (x + fc2(relu(fc1(norm(x))))), a final LayerNorm, then the head (SimBa/BRO-style)."""
+    actor_width: int = Field(256, ge=8, multiple_of=8)
+    """Residual actor: width of the residual stream."""
+    actor_blocks: int = Field(1, ge=1)
+    """Residual actor: number of blocks."""
+    critic_arch: Literal["mlp", "residual"] = "mlp"
+    """As actor_arch, for the twin critics."""
+    critic_width: int = Field(512, ge=8, multiple_of=8)
+    critic_blocks: int = Field(2, ge=1)
+    expansion: int = Field(2, ge=1)
+    """Residual blocks: fc1 widens the stream by this factor, fc2 narrows it back."""
+    critic_loss: Literal["mse", "c51"] = "mse"
+    """'mse': the soft Bellman target as one number; 'c51': a categorical return
+    distribution over num_atoms fixed atoms in [v_min, v_max], trained with cross-entropy
+    against the target distribution projected back onto the atoms (inside the graph)."""
+    num_atoms: int = Field(101, ge=2)
+    v_min: float = -250.0
+    """Lowest atom of the c51 critic (in scaled-reward units when reward_norm is on)."""
+    v_max: float = 250.0
+    obs_norm: bool = False
+    """Running observation mean/std on the device, updated from each sampled batch inside the
+    update; every network reads clip((obs - mean) / std); the statistics ship with each
+    published policy version so the actors act on the same inputs."""
+    obs_clip: float = Field(10.0, gt=0)
+    """Normalized observations are clipped to +-obs_clip."""
+    reward_norm: bool = False
+    """Divide rewards by their running RMS (device statistics from the sampled batches) before
+    the Bellman target: returns land in the same range on every task (the c51 atoms' range)."""
+    norm_horizon: int = Field(1_000_000, ge=1)
+    """Sampled rows the running statistics average over at most (older batches fade)."""
+    n_step: int = Field(1, ge=1, le=32)
+    """Rows sum n discounted rewards and bootstrap from the obs n steps on (fewer where the
+    episode ended); summed on the actors, which know the order of steps."""
     gamma: float = Field(0.99, gt=0, le=1)
     tau: float = Field(0.005, gt=0, le=1)
     """Polyak step of the target critics."""
@@ -90,6 +125,12 @@ class LearnerConfig(BaseModel):
     down_timeout_s: float = Field(180.0, gt=0)
     """How long the driver waits for a dead learner to come back before failing the job."""
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _atoms(self):
+        if self.critic_loss == "c51" and not self.v_min < self.v_max:
+            raise ValueError(f"learner.v_min ({self.v_min}) must be below learner.v_max ({self.v_max})")
+        return self
 
     @model_validator(mode="after")
     def _tls_pair(self):

@@ -5,10 +5,12 @@ device tensor so that a captured update can sample from a growing buffer without
 
 Layout: two packed tensors instead of five, so one sample is two gathers (one kernel each):
   obs_pair [capacity, 2 * obs_pad]    obs | next_obs, in the configured storage dtype
-  rest     [capacity, action_dim + 2] action | reward | terminated, always fp32
+  rest     [capacity, action_dim + 3] action | reward | terminated | discount, always fp32
 obs_pad is obs_dim rounded up to 8 (zero columns), the width the networks' matmuls want.
 `obs_pair` rows reshape to [2, obs_pad] for free, which lets the actor evaluate obs and
-next_obs in one pass. `obs`, `next_obs`, `action`, `reward`, `terminated` are views.
+next_obs in one pass. `obs`, `next_obs`, `action`, `reward`, `terminated`, `discount` are
+views. `discount` is each row's bootstrap factor g^k (n-step rows, proto TransitionBatch);
+rows that arrive without one are one-step rows and get `one_step_discount` (the learner's g).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROW_FIELDS = ("obs", "next_obs", "action", "reward", "terminated")
+ROW_FIELDS = ("obs", "next_obs", "action", "reward", "terminated", "discount")
 """Column order of a packed row (see `pack_rows`)."""
 
 
 class ReplayBuffer:
-    """Fixed-capacity ring of (obs, action, reward, next_obs, terminated) rows."""
+    """Fixed-capacity ring of (obs, action, reward, next_obs, terminated, discount) rows."""
 
     def __init__(
         self,
@@ -32,19 +34,22 @@ class ReplayBuffer:
         action_dim: int,
         device: torch.device,
         obs_dtype: torch.dtype = torch.float32,
+        one_step_discount: float = 0.99,
     ):
         self.capacity = capacity
+        self.one_step_discount = float(one_step_discount)
         self.device = torch.device(device)
         self.obs_dim = obs_dim = int(np.prod(obs_shape))
         self.obs_pad = pad = -(-obs_dim // 8) * 8
         self.action_dim = action_dim
-        self.row_width = 2 * pad + action_dim + 2
+        self.row_width = 2 * pad + action_dim + 3
         self.obs_pair = torch.zeros(capacity, 2 * pad, dtype=obs_dtype, device=self.device)
-        self.rest = torch.zeros(capacity, action_dim + 2, dtype=torch.float32, device=self.device)
+        self.rest = torch.zeros(capacity, action_dim + 3, dtype=torch.float32, device=self.device)
         self.obs, self.next_obs = self.obs_pair[:, :obs_dim], self.obs_pair[:, pad : pad + obs_dim]
         self.action = self.rest[:, :action_dim]
         self.reward = self.rest[:, action_dim]
         self.terminated = self.rest[:, action_dim + 1]
+        self.discount = self.rest[:, action_dim + 2]
         # The number of valid rows, readable by captured graphs (no .item()).
         self.size_t = torch.zeros((), dtype=torch.float32, device=self.device)
         self.pos = 0
@@ -66,8 +71,12 @@ class ReplayBuffer:
         pad = self.obs_pad
         starts = {"obs": 0, "next_obs": pad, "action": 2 * pad, "reward": 2 * pad + self.action_dim}
         starts["terminated"] = starts["reward"] + 1
+        starts["discount"] = starts["reward"] + 2
         for name in ROW_FIELDS:
-            src = rows[name]
+            src = rows.get(name)
+            if src is None and name == "discount":
+                dst[:, starts[name]] = self.one_step_discount
+                continue
             src = src.detach().cpu().numpy() if torch.is_tensor(src) else np.asarray(src)
             src = src.reshape(n, -1)
             expect = {"obs": self.obs_dim, "next_obs": self.obs_dim, "action": self.action_dim}.get(name, 1)
@@ -120,6 +129,7 @@ class ReplayBuffer:
             "action": rest[:, :a],
             "reward": rest[:, a],
             "terminated": rest[:, a + 1],
+            "discount": rest[:, a + 2],
         }
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
@@ -146,12 +156,17 @@ class ReplayBuffer:
             raise ValueError(f"saved buffer holds {n} rows; this ring has {self.capacity}")
         if tuple(state["obs_pair"].shape[1:]) != tuple(self.obs_pair.shape[1:]):
             raise ValueError(f"saved rows are {tuple(state['obs_pair'].shape)}, ring {tuple(self.obs_pair.shape)}")
+        width = state["rest"].shape[1]  # saved before rows had a discount: one-step rows
+        if width not in (self.rest.shape[1], self.rest.shape[1] - 1):
+            raise ValueError(f"saved rows have {width} action/reward columns, ring {self.rest.shape[1]}")
         # Chunked so that an mmap'd file streams to the device without a full host copy.
         step = 65_536
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             self.obs_pair[lo:hi].copy_(state["obs_pair"][lo:hi])
-            self.rest[lo:hi].copy_(state["rest"][lo:hi])
+            self.rest[lo:hi, :width].copy_(state["rest"][lo:hi])
+        if width < self.rest.shape[1]:
+            self.discount[:n] = self.one_step_discount
         self.size, self.inserted = n, int(state["inserted"])
         self.pos = int(state["pos"]) % self.capacity
         self.size_t.fill_(float(n))

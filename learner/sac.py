@@ -1,8 +1,11 @@
 """Soft Actor-Critic: twin Q, tanh-Gaussian actor, learned temperature, Polyak targets.
 
-`SAC.update` is one full step (sample -> critic -> actor -> temperature -> targets) written as
-a function of fixed-shape device tensors with no host sync, so it can be compiled and captured
-as one CUDA graph (learner/graphed.py). On the CPU it simply runs eagerly.
+The losses themselves are plain functions in learner/losses.py; this file wires them into one
+step and keeps it fast. `SAC.update` is one full step (sample -> normalize -> critic -> actor
+-> temperature -> targets) written as a function of fixed-shape device tensors with no host
+sync, so it can be compiled and captured as one CUDA graph (learner/graphed.py). On the CPU
+it simply runs eagerly. The family (LearnerConfig): mlp or residual networks, an MSE or a
+categorical (c51) critic, running observation and reward normalization, n-step rows.
 
 Kernel budget (the update is launch-bound at small batch, so every kernel counts):
 - one actor pass over [obs, next_obs] (both use the pre-update actor, as in standard SAC);
@@ -20,16 +23,21 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 
 import torch
 
+from learner import losses
 from learner.branches import Branches
 from learner.config import LearnerConfig
 from learner.flat_adam import FlatAdam, flatten_
-from learner.networks import Actor, TwinCritic
+from learner.networks import Actor, Critic
+from learner.normalizer import RunningNorm
 from learner.replay import ReplayBuffer
+from proto import codec
+from proto import herd_pb2 as pb
 
-LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
+LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy", "reward_rms")
 
 
 class GraphScaler:
@@ -73,21 +81,31 @@ class SAC:
     def __init__(self, cfg: LearnerConfig, obs_dim, action_dim, action_low, action_high, device):
         self.cfg = cfg
         self.device = device = torch.device(device)
+        self.obs_dim = obs_dim
         torch.manual_seed(cfg.seed)
         self.actor = Actor(
             obs_dim, action_dim, cfg.hidden_sizes, action_low, action_high,
-            (cfg.log_std_min, cfg.log_std_max),
+            (cfg.log_std_min, cfg.log_std_max), arch=cfg.actor_arch, width=cfg.actor_width,
+            blocks=cfg.actor_blocks, expansion=cfg.expansion,
         ).to(device)
-        self.critic = TwinCritic(obs_dim, action_dim, cfg.hidden_sizes).to(device)
+        self.c51 = cfg.critic_loss == "c51"
+        self.critic = Critic(
+            obs_dim, action_dim, cfg.hidden_sizes, 2, cfg.num_atoms if self.c51 else 1,
+            arch=cfg.critic_arch, width=cfg.critic_width, blocks=cfg.critic_blocks,
+            expansion=cfg.expansion,
+        ).to(device)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.atoms = torch.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, device=device) if self.c51 else None
+        pad = self.actor.in_dim
+        self.obs_norm = RunningNorm(pad, device, cfg.norm_horizon) if cfg.obs_norm else None
+        self.reward_norm = RunningNorm(1, device, cfg.norm_horizon) if cfg.reward_norm else None
         self.log_alpha = torch.tensor(
             float(torch.tensor(cfg.init_alpha).log()), device=device, requires_grad=True
         )
         self.target_entropy = float(
             cfg.target_entropy if cfg.target_entropy is not None else -action_dim
         )
-        self.gamma = float(cfg.gamma)  # plain floats: compiled code guards on them cheaply
-        self.tau = float(cfg.tau)
+        self.tau = float(cfg.tau)  # plain floats: compiled code guards on them cheaply
         self._actor_params = list(self.actor.parameters())
         self._critic_params = list(self.critic.parameters())
         # Flat Adam (learner/flat_adam.py): each optimizer's parameters are views of one
@@ -99,9 +117,10 @@ class SAC:
         self.scaler = GraphScaler(device) if self.amp_dtype == torch.float16 else None
         # streams: 0 critic, 1 actor + temperature, 2 target (learner/branches.py)
         self.branches = Branches(device, cfg.simultaneous, 3)
+        self._inputs = self._inputs_eager
         self._actor_pass = self._actor_pass_eager
-        self._critic_q = self._critic_q_eager
-        self._target_q = self._target_q_eager
+        self._critic_out = self._critic_out_eager
+        self._target = self._target_eager
         self._critic_loss = self._critic_loss_eager
         self._actor_loss = self._actor_loss_eager
 
@@ -113,38 +132,50 @@ class SAC:
 
     def compile(self, mode: str | None = "default") -> None:
         """torch.compile the differentiable pieces (forward and their backward) and both Adams."""
-        self._actor_pass = torch.compile(self._actor_pass_eager, mode=mode)
-        self._critic_q = torch.compile(self._critic_q_eager, mode=mode)
-        self._target_q = torch.compile(self._target_q_eager, mode=mode)
-        self._critic_loss = torch.compile(self._critic_loss_eager, mode=mode)
-        self._actor_loss = torch.compile(self._actor_loss_eager, mode=mode)
+        for name in ("_inputs", "_actor_pass", "_critic_out", "_target", "_critic_loss", "_actor_loss"):
+            setattr(self, name, torch.compile(getattr(self, name + "_eager"), mode=mode))
         self.critic_opt.compile(mode)
         self.actor_opt.compile(mode)
 
-    # ---- the differentiable pieces: pure functions of tensors ----
+    # ---- the pieces: pure functions of tensors (the math is in learner/losses.py) ----
+    @torch.no_grad()
+    def _inputs_eager(self, pair, reward):
+        """Normalized [B, 2, obs_pad] obs | next_obs and scaled rewards; the running statistics
+        take in this batch first."""
+        if self.obs_norm is not None:
+            self.obs_norm.update_(pair[:, 0])
+            pair = self.obs_norm.normalize(pair, self.cfg.obs_clip)
+        if self.reward_norm is not None:
+            self.reward_norm.update_(reward.unsqueeze(-1))
+            reward = reward / self.reward_norm.rms()
+        return pair, reward
+
     def _actor_pass_eager(self, obs_pair: torch.Tensor):
         with self.autocast():
             return self.actor.sample(obs_pair)
 
-    def _critic_q_eager(self, obs, action):
+    def _critic_out_eager(self, obs, action):
         with self.autocast():
-            return self.critic(obs, action).float()
+            return self.critic(obs, action)
 
-    def _target_q_eager(self, reward, terminated, next_obs, next_a, next_logp, alpha):
-        with torch.no_grad():
-            with self.autocast():
-                next_q = self.target(next_obs, next_a).min(0).values
-            soft_next = next_q.float() - alpha * next_logp  # fp32: targets never see 16 bits
-            return reward + self.gamma * (1.0 - terminated) * soft_next
+    @torch.no_grad()
+    def _target_eager(self, reward, discount, terminated, next_obs, next_a, next_logp, alpha):
+        with self.autocast():
+            nxt = self.target(next_obs, next_a)
+        if self.c51:
+            return losses.c51_target(reward, discount, terminated, nxt, next_logp, alpha, self.atoms)
+        return losses.soft_target(reward, discount, terminated, nxt, next_logp, alpha)
 
-    @staticmethod
-    def _critic_loss_eager(q, target_q):
-        return 0.5 * (q - target_q).square().mean(1).sum(), q.detach().mean()
+    def _critic_loss_eager(self, out, target):
+        if self.c51:
+            return losses.c51_critic_loss(out, target), losses.expected_q(out.detach(), self.atoms).mean()
+        return losses.mse_critic_loss(out, target), out.detach().mean()
 
     def _actor_loss_eager(self, obs, a_pi, logp_pi, alpha):
         with self.autocast():
-            q_pi = self.critic(obs, a_pi, detach_weights=True).min(0).values
-        return (alpha * logp_pi - q_pi.float()).mean()
+            out = self.critic(obs, a_pi, detach_weights=True)
+        q_pi = losses.expected_q(out, self.atoms) if self.c51 else out
+        return losses.actor_loss(q_pi, logp_pi, alpha)
 
     # ---- one update ----
     def update(self, buffer: ReplayBuffer) -> torch.Tensor:
@@ -152,32 +183,35 @@ class SAC:
         return self.update_on(buffer.sample(self.cfg.batch_size))
 
     def update_on(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        """One SAC step on batch `b` (as ReplayBuffer.gather returns it)."""
+        """One SAC step on batch `b` (as ReplayBuffer.gather returns it).
+
+        The DAG, one CUDA stream per branch: 0 critic forward + loss; 1 actor loss +
+        temperature; 2 target forward. The critic steps only once the actor's loss and the
+        target have read it (softlearning's order); `simultaneous: false` steps it first.
+        """
         alpha = self.log_alpha.detach().exp()
-        pair = b["obs_pair"]  # [B, 2, obs_pad]: the padded rows the networks take
+        pair, reward = self._inputs(b["obs_pair"], b["reward"])  # pair: [B, 2, obs_pad]
         obs, next_obs = pair[:, 0], pair[:, 1]
         br = self.branches
         br.fork(0)
         with br.on(0):  # the critic's forward needs nothing but the batch
-            q = self._critic_q(obs, b["action"])
+            out = self._critic_out(obs, b["action"])
         a_all, logp_all = self._actor_pass(pair)  # [B, 2, act], [B, 2]: obs | next
         a_pi, logp_pi = a_all[:, 0], logp_all[:, 0].float()
         br.fork(1, 2)
         with br.on(2):
-            target_q = self._target_q(b["reward"], b["terminated"], next_obs, a_all[:, 1].detach(),
-                                      logp_all[:, 1].detach().float(), alpha)
+            target = self._target(reward, b["discount"], b["terminated"], next_obs,
+                                  a_all[:, 1].detach(), logp_all[:, 1].detach().float(), alpha)
         br.after(0, 2)
         with br.on(0):
-            critic_loss, q_mean = self._critic_loss(q, target_q)
+            critic_loss, q_mean = self._critic_loss(out, target)
             c_grads, c_inf = self._grads(critic_loss, self._critic_params)
             if not self.cfg.simultaneous:  # CleanRL's order: the actor sees the new critic
                 self._step(self.critic_opt, c_grads, c_inf)
         with br.on(1):  # actor + temperature
             actor_loss = self._actor_loss(obs, a_pi, logp_pi, alpha)
             a_grads, a_inf = self._grads(actor_loss, self._actor_params)
-            # d/dlog_alpha of -(log_alpha * (logp + H)).mean(), written out: no autograd.
-            logp_mean = logp_pi.detach().mean()
-            alpha_grad = -(logp_mean + self.target_entropy)
+            alpha_grad = losses.temperature_grad(logp_pi, self.target_entropy)
         br.after(0, 1)  # the critic may change only once the actor's loss has read it
         with br.on(1):
             self._step(self.actor_opt, [*a_grads, alpha_grad], a_inf)
@@ -190,9 +224,9 @@ class SAC:
         if self.scaler is not None:
             self.scaler.update(c_inf, a_inf)
         alpha_loss = alpha.log() * alpha_grad  # value of the temperature loss before its step
-        return torch.stack(
-            [critic_loss.detach(), actor_loss.detach(), alpha_loss, alpha, q_mean, -logp_mean]
-        )
+        rms = self.reward_norm.rms()[0] if self.reward_norm is not None else torch.ones_like(alpha)
+        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss, alpha, q_mean,
+                            -logp_pi.detach().mean(), rms])
 
     def _grads(self, loss, params) -> tuple[list[torch.Tensor], torch.Tensor | None]:
         """Gradients of `loss` into `params`; with fp16, unscaled, plus their overflow flag."""
@@ -206,10 +240,27 @@ class SAC:
         opt.found_inf = found_inf  # fp16: the step is skipped on overflow
         opt.step(grads)
 
+    # ---- what the actors get ----
+    def policy_weights(self, version: int) -> pb.PolicyWeights:
+        """The actor as PolicyWeights, with the observation statistics it was trained on."""
+        norm = {}
+        if self.obs_norm is not None:
+            d = self.obs_dim
+            norm = dict(obs_mean=self.obs_norm.mean[:d].cpu().numpy(),
+                        obs_std=self.obs_norm.std()[:d].cpu().numpy(), obs_clip=self.cfg.obs_clip)
+        return codec.pack_weights(self.actor.wire_tensors(), version, self.cfg.log_std_min,
+                                  self.cfg.log_std_max, arch=self.actor.arch, **norm)
+
     # ---- state ----
+    def _norms(self) -> dict[str, RunningNorm]:
+        return {k: n for k, n in (("obs_norm", self.obs_norm), ("reward_norm", self.reward_norm))
+                if n is not None}
+
     def state_tensors(self) -> list[torch.Tensor]:
         """Every tensor an update mutates (for graph warm-up rollback)."""
         out = [*self.critic_opt.tensors(), *self.actor_opt.tensors(), self._target_flat]
+        for n in self._norms().values():
+            out += n.tensors()
         if self.scaler is not None:
             out += self.scaler.tensors()
         return out
@@ -223,10 +274,13 @@ class SAC:
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
             "scaler": [t.cpu() for t in self.scaler.tensors()] if self.scaler else None,
+            **{k: n.state_dict() for k, n in self._norms().items()},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Load in place. Optimizer state is replaced, so capture graphs after loading."""
+        """Load in place. Optimizer state is replaced, so capture graphs after loading.
+        Checkpoints of the plain networks from before the residual family load too."""
+        state = upgrade_state(state)
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.target.load_state_dict(state["target"])
@@ -237,6 +291,34 @@ class SAC:
         if self.scaler is not None and state.get("scaler"):
             for dst, src in zip(self.scaler.tensors(), state["scaler"]):
                 dst.copy_(src)
+        for k, n in self._norms().items():
+            if k not in state:
+                raise ValueError(f"the checkpoint was trained without learner.{k}: it cannot resume "
+                                 f"a learner with {k} on (set learner.{k}: false)")
+            n.load_state_dict(state[k])
+
+
+def upgrade_state(state: dict) -> dict:
+    """Rename the keys of checkpoints from before the residual family (actor `net.<i>`, critic
+    `weights.<i>` / `biases.<i>`) to today's `layers.<i>` and `head`; newer states pass through."""
+    if not any(k.startswith("net.") for k in state["actor"]):
+        return state
+
+    def renamed(sd: dict, linears: list[str], key) -> dict:
+        where = {old: (f"layers.{i}" if i < len(linears) - 1 else "head") for i, old in enumerate(linears)}
+        return {key(k, where): v for k, v in sd.items()}
+
+    out = dict(state)
+    actor_linears = sorted({k.split(".")[1] for k in state["actor"] if k.startswith("net.")}, key=int)
+    out["actor"] = renamed(state["actor"], actor_linears, lambda k, w: re.sub(
+        r"^net\.(\d+)", lambda m: w[m.group(1)], k))
+    for net in ("critic", "target"):
+        sd = state[net]
+        linears = sorted({k.split(".")[1] for k in sd if k.startswith("weights.")}, key=int)
+        out[net] = renamed(sd, linears, lambda k, w: (
+            f"{w[k.split('.')[1]]}.{'weight' if k.startswith('weights.') else 'bias'}"
+            if k.split(".")[0] in ("weights", "biases") else k))
+    return out
 
 
 def resolve_amp(amp: str, device: torch.device) -> torch.dtype | None:

@@ -23,7 +23,6 @@ from learner.publisher import WeightPublisher
 from learner.replay import ReplayBuffer
 from learner.sac import LOSS_NAMES, SAC
 from learner.server import LearnerServicer, start_server
-from proto import codec
 from proto import herd_pb2 as pb
 from proto.heap import steady_heap
 
@@ -60,7 +59,7 @@ class Learner:
         action_dim = int(np.prod(spec.action_shape))
         self.buffer = ReplayBuffer(
             cfg.buffer_capacity, tuple(spec.obs_shape), action_dim, self.device,
-            TORCH_DTYPES[cfg.buffer_dtype],
+            TORCH_DTYPES[cfg.buffer_dtype], one_step_discount=cfg.gamma,
         )
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
         self.updates = 0
@@ -182,10 +181,7 @@ class Learner:
 
     def _publish(self) -> None:
         version = max(self.publisher.version, self._base_version) + 1
-        weights = codec.pack_weights(
-            self.sac.actor.wire_tensors(), version, self.cfg.log_std_min, self.cfg.log_std_max
-        )
-        self.publisher.publish(weights)
+        self.publisher.publish(self.sac.policy_weights(version))
 
     # ---- control plane (the driver, via Ray) ----
     def address(self) -> str:
@@ -266,8 +262,15 @@ class Learner:
         }
 
     def restore(self, path: str) -> None:
+        import pickle
+
         p = Path(path)
-        state = torch.load(p / "model.pt", map_location=self.device, weights_only=False)
+        try:  # tensors and plain containers only: unpickling anything else could run code
+            state = torch.load(p / "model.pt", map_location=self.device, weights_only=True)
+        except pickle.UnpicklingError as e:
+            raise ValueError(f"{p / 'model.pt'}: refused to load, it holds more than tensors "
+                             f"and plain values (not a Herd checkpoint?): "
+                             f"{str(e).splitlines()[0]}") from None
         self.sac.load_state_dict(state["sac"])
         self.updates = int(state["updates"])
         self.received = int(state["received"])

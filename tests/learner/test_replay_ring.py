@@ -81,7 +81,7 @@ def test_load_refuses_a_bigger_buffer(tmp_path) -> None:
 
 def test_memory_metrics_cpu_is_zero_and_nbytes_counts_the_ring() -> None:
     buf = ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu"))
-    assert buf.nbytes == 1000 * (2 * 8 + ACT + 2) * 4  # obs padded 5 -> 8
+    assert buf.nbytes == 1000 * (2 * 8 + ACT + 3) * 4  # obs padded 5 -> 8; + reward, terminated, discount
     assert memory_metrics(torch.device("cpu"))["mem_allocated"] == 0
 
 

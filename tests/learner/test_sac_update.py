@@ -87,7 +87,7 @@ def test_update_matches_textbook_sac(monkeypatch, simultaneous: bool) -> None:
         monkeypatch.setattr(torch, "randn_like", lambda x, noise=noise: noise.clone())
         out = sac.update_on(b)
         monkeypatch.undo()
-        closs, aloss = ref_update(ref, b, noise, sac.gamma, sac.tau, sac.target_entropy,
+        closs, aloss = ref_update(ref, b, noise, sac.cfg.gamma, sac.tau, sac.target_entropy,
                                   simultaneous)
         assert torch.allclose(out[0], closs, rtol=1e-5, atol=1e-6), i
         assert torch.allclose(out[1], aloss, rtol=1e-5, atol=1e-6), i
@@ -96,15 +96,15 @@ def test_update_matches_textbook_sac(monkeypatch, simultaneous: bool) -> None:
             assert torch.allclose(p, r, atol=2e-6), name
     assert torch.allclose(sac.log_alpha, ref["log_alpha"], atol=1e-7)
     # parameters really are views of the flat buffers the optimizers step
-    assert sac.critic.weights[0].data_ptr() == sac.critic_opt.flat.data_ptr()
+    assert sac.critic.layers[0].weight.data_ptr() == sac.critic_opt.flat.data_ptr()
 
 
 def test_wire_tensors_drop_the_padding() -> None:
     sac, _ = make()
     w = sac.actor.wire_tensors()
     assert w["l0.weight"].shape == (32, OBS) and w["l2.weight"].shape == (2 * ACT, 32)
-    assert sac.actor.net[0].weight.shape[1] % 8 == 0
-    assert not sac.actor.net[0].weight[:, OBS:].any()
+    assert sac.actor.layers[0].weight.shape[1] % 8 == 0
+    assert not sac.actor.layers[0].weight[:, OBS:].any()
 
 
 def test_update_outputs_and_state_change() -> None:
