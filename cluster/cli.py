@@ -59,6 +59,7 @@ def cmd_submit(args) -> int:
     submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
     from actors.envs import EnvError
     from cluster.config import ConfigError, check_env, load_config
+    from cluster.evaluate import CheckpointRefused
 
     try:
         cfg = load_config(args.config)
@@ -83,7 +84,7 @@ def cmd_submit(args) -> int:
     if args.resume:
         try:
             resume = check_resume(args.resume, cfg)
-        except (FileNotFoundError, ConfigError) as e:
+        except (FileNotFoundError, ConfigError, CheckpointRefused) as e:
             print(f"herd: {e}", file=sys.stderr)
             return 2
     client = job_client(args)
@@ -127,9 +128,10 @@ def check_resume(path: str, cfg) -> Path:
     """The checkpoint directory of runs/<job> (or the checkpoint dir itself), checked against
     the new config: the networks and the env must match what was saved."""
     from cluster.config import ConfigError, load_config
-    from cluster.evaluate import resolve_checkpoint
+    from cluster.evaluate import load_checkpoint, resolve_checkpoint
 
     ckpt = resolve_checkpoint(path).resolve()
+    load_checkpoint(ckpt)  # refused here, in one line, rather than in the learner's start-up
     old_file = ckpt.parent / "config.yaml"
     if old_file.is_file():
         old = load_config(old_file)
@@ -250,12 +252,12 @@ def cmd_logs(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from cluster.evaluate import RenderUnavailable, evaluate_checkpoint
+    from cluster.evaluate import CheckpointRefused, RenderUnavailable, evaluate_checkpoint
 
     try:
         out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
                                   seed=args.seed)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, CheckpointRefused) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
     except RenderUnavailable as e:

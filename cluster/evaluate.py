@@ -8,6 +8,7 @@ checkpoint's actor and can record the episodes as an mp4 where offscreen renderi
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,10 @@ from actors.policy import MLPPolicy
 
 class RenderUnavailable(RuntimeError):
     """Offscreen rendering (MUJOCO_GL=egl or osmesa) or an mp4 encoder is missing here."""
+
+
+class CheckpointRefused(ValueError):
+    """A model.pt that is not a plain tensor checkpoint (it would run code if unpickled)."""
 
 
 def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, video: str | None = None,
@@ -167,17 +172,28 @@ def job_env_config(ckpt: Path) -> EnvConfig:
     return EnvConfig(**yaml.safe_load(cfg_file.read_text())["env"])
 
 
+def load_checkpoint(ckpt: str | Path) -> dict:
+    """model.pt of a checkpoint directory, on the CPU; CheckpointRefused for a file that holds
+    anything but tensors and plain containers (unpickling it could run code)."""
+    import torch
+
+    path = Path(ckpt) / "model.pt"
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointRefused(f"{path}: refused to load, it holds more than tensors and plain "
+                                f"values (not a Herd checkpoint?): {str(e).splitlines()[0]}") from None
+
+
 def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     """A PolicyWeights message rebuilt from a checkpoint's actor (learner/networks.Actor).
 
     The saved Linear layers (actor.net.{0,2,4}...) carry the learner's pad-to-8 columns and
     rows; slice them off to the wire layout the actors' MLPPolicy expects.
     """
-    import torch
-
     from proto import codec
 
-    state = torch.load(Path(ckpt) / "model.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint(ckpt)
     actor = state["sac"]["actor"]
     env = make_env(env_cfg)
     d = describe(env)

@@ -41,7 +41,7 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     assert a["stop_reason"] == "max_env_steps"
     la = a["learner"]
     ckpt = runs / job_a / "checkpoint"
-    saved = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=False)
+    saved = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True)
     replay = torch.load(ckpt / "replay.pt", mmap=True, weights_only=True)
     assert saved["received"] > 0 and saved["updates"] > 0 and replay["size"] == saved["inserted"]
 

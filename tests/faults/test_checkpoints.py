@@ -1,0 +1,70 @@
+"""Checkpoints a user can trust: a crafted model.pt is refused everywhere it is read (the
+learner's resume and restart, `herd evaluate`, `herd submit --resume`) without running its
+payload."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tests.jobs import SMALL
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Payload:
+    """Unpickling this runs `touch <marker>`: what a malicious model.pt would do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.fixture
+def crafted(tmp_path) -> tuple[Path, Path]:
+    """runs/<job>/ whose checkpoint/model.pt carries the payload beside real-looking fields."""
+    run_dir = tmp_path / "runs" / "herd-crafted"
+    (run_dir / "checkpoint").mkdir(parents=True)
+    marker = tmp_path / "payload-ran"
+    torch.save({"sac": Payload(marker), "updates": 1, "received": 1, "inserted": 1,
+                "policy_version": 1, "config": {}}, run_dir / "checkpoint" / "model.pt")
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(SMALL))
+    return run_dir, marker
+
+
+def herd(*args):
+    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=os.environ.copy(), check=False)
+
+
+def test_the_learner_refuses_a_crafted_checkpoint(crafted, spec):
+    from learner.config import LearnerConfig
+    from learner.service import Learner
+
+    run_dir, marker = crafted
+    cfg = LearnerConfig(buffer_capacity=2_000, min_replay_size=100, batch_size=32, hidden_sizes=(32, 32))
+    with pytest.raises(ValueError, match="refused to load"):
+        Learner(cfg, spec, str(run_dir / "checkpoint"))
+    assert not marker.exists()
+
+
+def test_the_cli_refuses_a_crafted_checkpoint_in_one_line(crafted, tmp_path):
+    run_dir, marker = crafted
+    r = herd("evaluate", str(run_dir), "--episodes", "1")
+    assert r.returncode == 2 and "refused to load" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(yaml.safe_dump(SMALL))
+    # refused before any cluster is asked: no dashboard runs at this address
+    r = herd("--address", "http://127.0.0.1:9", "submit", str(cfg), "--resume", str(run_dir))
+    assert r.returncode == 2 and "refused to load" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not marker.exists()
