@@ -46,6 +46,10 @@ class ActorConfig(BaseModel):
     """Ray restarts of a dead actor (-1: always)."""
     reconnect_initial_s: float = Field(0.2, gt=0)
     reconnect_max_s: float = Field(5.0, gt=0)
+    n_step: int = Field(1, ge=1, le=32)
+    """Rewards summed per row (n-step returns); the job sets it from learner.n_step."""
+    gamma: float = Field(0.99, gt=0, le=1)
+    """Discount of the n-step sums; the job sets it from learner.gamma."""
     tls_ca: str | None = None
     """PEM of the CA (or the learner's self-signed cert) when the learner serves TLS."""
     seed: int = 0

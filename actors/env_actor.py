@@ -18,6 +18,7 @@ import torch
 from actors.client import LearnerClient
 from actors.config import ActorConfig, EnvConfig
 from actors.envs import describe
+from actors.nstep import NStep
 from actors.policy import MLPPolicy
 from actors.stepper import VecStepper
 from proto import codec
@@ -79,15 +80,14 @@ class EnvActor:
         E, K = self.cfg.num_envs, self.cfg.steps_per_push
         st = self.stepper
         a_dim = self.low.shape[0]
-        rows = K * E
+        # n-step rows (actors/nstep.py): each vector step's one-step rows go to a scratch
+        # batch, the accumulator writes the finished n-step rows into the push batch.
+        acc = NStep(E, st.obs_dim, a_dim, self.cfg.n_step, self.cfg.gamma) if self.cfg.n_step > 1 else None
+        per_step = acc.max_rows_per_step() if acc else E
+        rows = max(K * E, per_step)
         # One preallocated batch; every vector step fills E rows of it in place.
-        buf = {
-            "obs": np.empty((rows, st.obs_dim), np.float32),
-            "action": np.empty((rows, a_dim), np.float32),
-            "reward": np.empty(rows, np.float32),
-            "next_obs": np.empty((rows, st.obs_dim), np.float32),
-            "terminated": np.empty(rows, np.uint8),
-        }
+        buf = _rows(rows, st.obs_dim, a_dim, discount=acc is not None)
+        one = _rows(E, st.obs_dim, a_dim) if acc else None
         n = 0
         version = 0
         clock = time.perf_counter
@@ -95,41 +95,50 @@ class EnvActor:
         t_policy = t_env = t_push = 0.0
         while not self._stop.is_set():
             policy = self._policy
-            s = slice(n, n + E)
+            dst, s = (one, slice(0, E)) if acc else (buf, slice(n, n + E))
             # ---- hot loop: act on all E observations at once, step, write rows in place ----
             t0 = clock()
-            buf["obs"][s] = st.obs
+            dst["obs"][s] = st.obs
             if self.steps < self.cfg.warmup_steps or policy is None:
-                buf["action"][s] = self.rng.uniform(self.low, self.high, (E, a_dim))
+                dst["action"][s] = self.rng.uniform(self.low, self.high, (E, a_dim))
                 version = 0
             else:
-                buf["action"][s] = policy.act(st.obs)
+                dst["action"][s] = policy.act(st.obs)
                 version = policy.version
             t1 = clock()
-            out = st.step(buf["action"][s], buf["next_obs"][s], buf["reward"][s],
-                          buf["terminated"][s])
+            out = st.step(dst["action"][s], dst["next_obs"][s], dst["reward"][s],
+                          dst["terminated"][s])
             t2 = clock()
             t_policy += t1 - t0
             t_env += t2 - t1
-            got = E
-            if not out.ok.all():  # a recreated env's row is no transition: close the gap
+            steps = int(out.ok.sum())
+            if acc:
+                n += acc.add(one["obs"], one["action"], one["reward"], one["next_obs"],
+                             one["terminated"], out.done, out.ok, buf, n)
+            elif steps < E:  # a recreated env's row is no transition: close the gap
                 keep = np.flatnonzero(out.ok) + n
-                got = len(keep)
                 for v in buf.values():
-                    v[n:n + got] = v[keep]
-            n += got
-            self.steps += got
+                    v[n:n + steps] = v[keep]
+                n += steps
+            else:
+                n += E
+            self.steps += steps
             for ret, length in out.episodes:
                 self.returns.append(ret)
                 self.lengths.append(length)
             self.episodes += len(out.episodes)
-            if n + E > rows:
+            if n + per_step > rows:
                 self._push(buf, n, version)
                 n = 0
                 t3 = clock()
                 t_push += t3 - t2
                 self._time = {"policy": t_policy, "env": t_env, "push": t_push, "wall": t3 - wall0,
                               "cpu": time.thread_time() - cpu0, "steps": self.steps}
+        if acc and acc.pending:  # pending n-step rows leave truncated where the envs stand
+            if n + acc.pending > rows:
+                self._push(buf, n, version)
+                n = 0
+            n += acc.flush_all(st.obs, buf, n)
         if n:  # what was stepped before stop still reaches the learner
             self._push(buf, n, version)
 
@@ -197,3 +206,17 @@ class EnvActor:
         self.client.close()
         self.stepper.close()
         return stats
+
+
+def _rows(n: int, obs_dim: int, act_dim: int, discount: bool = False) -> dict[str, np.ndarray]:
+    """Preallocated row-aligned arrays for n transitions (proto TransitionBatch's fields)."""
+    out = {
+        "obs": np.empty((n, obs_dim), np.float32),
+        "action": np.empty((n, act_dim), np.float32),
+        "reward": np.empty(n, np.float32),
+        "next_obs": np.empty((n, obs_dim), np.float32),
+        "terminated": np.empty(n, np.uint8),
+    }
+    if discount:
+        out["discount"] = np.empty(n, np.float32)
+    return out

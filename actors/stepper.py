@@ -73,6 +73,8 @@ class StepOut:
     """bool [E]: False where the env raised and was recreated (its row is not a transition)."""
     episodes: list[tuple[float, int]] = field(default_factory=list)
     """(return, length) of every episode that ended in this step."""
+    done: np.ndarray | None = None
+    """bool [E]: the episode ended in this step (terminated or truncated; obs was reset)."""
 
 
 class VecStepper:
@@ -121,7 +123,7 @@ class VecStepper:
         obs, _ = env.reset(seed=s)
         return np.asarray(obs, np.float32).ravel()
 
-    def _run(self, idx, action, next_obs, reward, terminated, ok, episodes) -> None:
+    def _run(self, idx, action, next_obs, reward, terminated, ok, episodes, done) -> None:
         for i in idx:
             try:
                 o, r, term, trunc, _ = self._step_fns[i](action[i])
@@ -138,6 +140,7 @@ class VecStepper:
             if self.limit is not None and self._ep_len[i] >= self.limit:
                 trunc = True
             if term or trunc:
+                done[i] = True
                 episodes.append((float(self._ep_ret[i]), int(self._ep_len[i])))
                 self.obs[i] = self._reset(i)
             else:
@@ -161,11 +164,11 @@ class VecStepper:
         `obs` is updated in place (reset where an episode ended). The caller copies `obs`
         into its own rows *before* calling, since this overwrites it.
         """
-        out = StepOut(ok=np.ones(self.num_envs, bool))
+        out = StepOut(ok=np.ones(self.num_envs, bool), done=np.zeros(self.num_envs, bool))
         if self._loco is not None:
             self._step_batched(action, next_obs, reward, terminated, out)
             return out
-        args = (action, next_obs, reward, terminated, out.ok, out.episodes)
+        args = (action, next_obs, reward, terminated, out.ok, out.episodes, out.done)
         if self._pool is None:
             self._run(range(self.num_envs), *args)
         else:  # chunk 0 on this thread, the rest on the pool; mj_step drops the GIL
@@ -196,6 +199,7 @@ class VecStepper:
         self._ep_len[ok] += 1
         done = term if self.limit is None else term | (self._ep_len >= self.limit)
         self.obs[:] = next_obs
+        out.done[:] = done & ok
         for i in np.flatnonzero(done & ok):
             out.episodes.append((float(self._ep_ret[i]), int(self._ep_len[i])))
             self.obs[i] = self._reset(i)

@@ -48,6 +48,22 @@ class JobConfig(BaseModel):
     actors: ActorConfig = ActorConfig()
     run: RunConfig = RunConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _actors_sum_the_learners_n_steps(cls, data):
+        """n and gamma are the learner's algorithm settings; the actors, which sum the
+        n-step rewards, take them from there (set once, in learner:)."""
+        if not isinstance(data, dict) or not isinstance(data.get("actors", {}), dict):
+            return data
+        learner = data.get("learner") or {}
+        actors = dict(data.get("actors") or {})
+        for key in ("n_step", "gamma"):
+            if key in actors:
+                raise ValueError(f"set learner.{key}, not actors.{key}: the actors take it from the learner")
+            given = learner.get(key) if isinstance(learner, dict) else None
+            actors[key] = LearnerConfig.model_fields[key].default if given is None else given
+        return {**data, "actors": actors}
+
     @model_validator(mode="after")
     def _sizes(self):
         lc = self.learner
@@ -58,10 +74,10 @@ class JobConfig(BaseModel):
             )
         if lc.batch_size > lc.buffer_capacity:
             raise ValueError("learner.batch_size exceeds learner.buffer_capacity")
-        rows = self.actors.num_envs * self.actors.steps_per_push
+        rows = self.actors.num_envs * max(self.actors.steps_per_push, lc.n_step)
         if rows > lc.max_batch:
             raise ValueError(
-                f"actors push {rows} rows per batch (num_envs x steps_per_push) but "
+                f"actors push {rows} rows per batch (num_envs x steps_per_push, or x n_step) but "
                 f"learner.max_batch is {lc.max_batch}"
             )
         return self
