@@ -23,6 +23,15 @@ from proto import herd_pb2_grpc as pb_grpc
 
 log = logging.getLogger("herd.actor")
 _CLOSE = object()
+KEEPALIVE_OPTIONS = [
+    # A ping every 20 s on an idle connection, dropped after 10 s unanswered: a learner that
+    # went away without a FIN (its node died) is noticed in seconds, and the learner's own
+    # keepalive (learner/server.py) accepts pings this often.
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
 
 
 class LearnerClient:
@@ -34,7 +43,8 @@ class LearnerClient:
         self.on_weights = on_weights
         self._metadata = ((codec.TOKEN_HEADER, token),) if token else ()
         limit = max_message_mb * 1024 * 1024
-        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
+        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit),
+                   *KEEPALIVE_OPTIONS]
         if tls_ca:
             with open(tls_ca, "rb") as f:
                 creds = grpc.ssl_channel_credentials(root_certificates=f.read())
@@ -147,6 +157,10 @@ class LearnerClient:
                     return
                 if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION):
                     log.error("learner refused this actor: %s", e.details())
+                elif e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    self.stats["refused"] += 1
+                    log.warning("learner at %s is full, this actor waits: %s; retrying in %.1fs",
+                                self.address, e.details(), delay)
                 else:
                     log.info("learner at %s unreachable (%s); retrying in %.1fs",
                              self.address, e.code().name, delay)

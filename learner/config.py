@@ -116,6 +116,9 @@ class LearnerConfig(BaseModel):
     """gRPC receive limit."""
     staging_batches: int = Field(64, ge=1)
     """Accepted batches waiting for the ring; when full, acks stall (backpressure)."""
+    max_actors: int = Field(2_000, ge=0)
+    """Actors streaming at once; one more is refused at once with RESOURCE_EXHAUSTED (its log
+    says so and it retries with backoff), counted as refused_actors. 0: no bound."""
     num_cpus: float = Field(1.0, ge=0)
     """Ray CPUs reserved for the learner actor."""
     num_threads: int = Field(1, ge=1)

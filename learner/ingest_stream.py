@@ -1,6 +1,7 @@
 """New transitions into the replay ring without stalling, or racing, the update graph.
 
-    host:    numpy rows ──pack──► pinned slot j
+    ingest:  numpy rows ──pack──► packed block (the ingest thread, learner/ingest.py)
+    host:    packed blocks ──copy──► pinned slot j
     ingest:  [wait consumed[j]] pinned j ──H2D, non_blocking──► device slot j ; record copied[j]
     update:  ... graph replay ... [wait copied[j]] device slot j ──D2D──► ring rows, size_t ;
              record consumed[j] ; next replay ...
@@ -14,14 +15,14 @@ a copy that has not finished (copied[j]).
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from learner.replay import ReplayBuffer
 
 
 class RingWriter:
-    """The single writer into a ReplayBuffer: field dicts in, packed rows into the ring."""
+    """The single writer into a ReplayBuffer: packed row blocks in (`ReplayBuffer.pack_rows`),
+    through pinned slots, into the ring."""
 
     def __init__(self, buffer: ReplayBuffer, chunk_rows: int = 8192, slots: int = 3):
         self.buffer = buffer
@@ -41,17 +42,16 @@ class RingWriter:
             self.copied = [torch.cuda.Event() for _ in range(slots)]
             self.consumed = [torch.cuda.Event() for _ in range(slots)]
 
-    def write(self, batches: list[dict[str, np.ndarray]]) -> int:
-        """Append `batches` (field name -> array, ROW_FIELDS) to the ring; returns rows written."""
+    def write(self, blocks: list[torch.Tensor]) -> int:
+        """Append packed [n, row_width] CPU blocks to the ring; returns rows written."""
         total = 0
-        for rows in batches:
-            n = int(np.asarray(rows["reward"]).shape[0])
+        for rows in blocks:
+            n = rows.shape[0]
             for lo in range(0, n, self.chunk_rows):
                 hi = min(n, lo + self.chunk_rows)
                 if self.fill + hi - lo > self.chunk_rows:
                     self.flush()
-                part = {k: v[lo:hi] for k, v in rows.items()}
-                self.buffer.pack_rows(part, out=self.host[self.slot][self.fill :])
+                self.host[self.slot][self.fill : self.fill + hi - lo].copy_(rows[lo:hi])
                 self.fill += hi - lo
             total += n
         self.flush()

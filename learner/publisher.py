@@ -1,4 +1,8 @@
-"""Versioned policy weights, handed to every WatchWeights stream as versions advance."""
+"""Versioned policy weights, handed to every WatchWeights stream as versions advance.
+
+Each version is serialized once, whatever the number of streams; `subscribe` lets the ingest
+event loop wake its streams instead of a thread per stream waiting on the condition.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ class WeightPublisher:
         self._latest: pb.PolicyWeights | None = None
         self._wire = b""  # _latest serialized, once per version for every stream
         self._closed = False
+        self._subscribers: list = []
 
     @property
     def version(self) -> int:
@@ -24,6 +29,20 @@ class WeightPublisher:
         with self._cond:
             self._latest, self._wire = weights, wire
             self._cond.notify_all()
+            subscribers = list(self._subscribers)
+        for notify in subscribers:
+            notify()
+
+    def subscribe(self, notify) -> None:
+        """Call `notify()` (from the publishing thread) after every publish and at close."""
+        with self._cond:
+            self._subscribers.append(notify)
+
+    def newer_wire(self, have_version: int) -> tuple[int, bytes] | None:
+        """(version, serialized PolicyWeights) if newer than `have_version`, without waiting."""
+        with self._cond:
+            latest, wire = self._latest, self._wire
+        return (latest.version, wire) if latest is not None and latest.version > have_version else None
 
     def _wait(self, have_version: int, timeout: float):
         with self._cond:
@@ -50,6 +69,9 @@ class WeightPublisher:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            subscribers = list(self._subscribers)
+        for notify in subscribers:
+            notify()
 
     @property
     def closed(self) -> bool:

@@ -1,17 +1,17 @@
-"""The learner process: gRPC ingest -> staging -> replay ring -> SAC updates -> weights out.
+"""The learner process: Ingest -> Replay -> Trainer, wired; weights out; the driver's calls.
 
 `Learner` is a plain class; the job driver runs it as a Ray actor (num_gpus=1 on a GPU box).
-One training thread is the only writer of the replay buffer and the only caller of the update.
+
+    actors ─gRPC─► Ingest (learner/ingest.py: herd-ingest thread: validate, dedup, pack)
+                     └─ Staging ─► Trainer (learner/trainer.py: herd-train thread)
+                                     ├─ ReplayTable (learner/replay_table.py: ring + limiter)
+                                     └─ update ─► WeightPublisher ─► WatchWeights streams
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
-import queue
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -19,10 +19,12 @@ import numpy as np
 import torch
 
 from learner.config import LearnerConfig
+from learner.ingest import Ingest, Staging
 from learner.publisher import WeightPublisher
 from learner.replay import ReplayBuffer
+from learner.replay_table import RateLimiter, ReplayTable
 from learner.sac import LOSS_NAMES, SAC
-from learner.server import LearnerServicer, start_server
+from learner.trainer import Trainer
 from proto import herd_pb2 as pb
 from proto.heap import steady_heap
 
@@ -43,7 +45,7 @@ def pick_device(name: str) -> torch.device:
 
 
 class Learner:
-    """Owns the replay ring, the SAC state, the gRPC server and the weight publisher."""
+    """Owns and wires the replay table, the trainer, the weight publisher and ingest."""
 
     def __init__(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None = None,
                  latest: str | None = None):
@@ -57,131 +59,78 @@ class Learner:
         steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
+        obs_dtype = TORCH_DTYPES[cfg.buffer_dtype]
         self.buffer = ReplayBuffer(
             cfg.buffer_capacity, tuple(spec.obs_shape), action_dim, self.device,
-            TORCH_DTYPES[cfg.buffer_dtype], one_step_discount=cfg.gamma,
+            obs_dtype, one_step_discount=cfg.gamma,
         )
+        self.table = ReplayTable(
+            self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
+            chunk_rows=2 * cfg.max_batch)
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
-        self.updates = 0
-        self.received = 0
-        self.rejected = 0
-        self.bytes_received = 0
-        self._lags: collections.deque[int] = collections.deque(maxlen=256)
-        self._losses = torch.zeros(len(LOSS_NAMES))
-        self._rates = (0.0, 0.0)
-        self._count_lock = threading.Lock()
-        self._staging: queue.Queue = queue.Queue(maxsize=cfg.staging_batches)
-        self._model_lock = threading.Lock()
-        self._ratio_base = 0  # updates restored without their buffer: the limiter starts anew
-        self._base_version = 0
+        self.publisher = WeightPublisher()
+        self.staging = Staging(cfg.staging_batches)
+        self.trainer = Trainer(self.sac, self.table, self.publisher, self.staging.take,
+                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
+        self._model_lock = self.trainer.model_lock
+        self._received_base = 0  # accepted by the learner this one was restored from
+        self.ingest: Ingest | None = None
         self.restarted = _restarted_by_ray()
         self.restored: dict | None = None
         if latest and (Path(latest) / "model.pt").exists():
             checkpoint = latest
         if checkpoint:
             self.restore(checkpoint)
-        self.publisher = WeightPublisher()
         self._publish()
-        self._step = self._make_step()
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self.servicer = LearnerServicer(self, cfg.max_batch)
-        self.server, self.port = start_server(
-            self.servicer, cfg.host, cfg.port, cfg.token, cfg.max_message_mb,
-            tls_cert=cfg.tls_cert, tls_key=cfg.tls_key,
-        )
-        self._thread = threading.Thread(target=self._train_loop, name="herd-train", daemon=True)
-        self._thread.start()
+        self.ingest = Ingest(
+            spec, self.publisher, self.buffer.pack_rows, self.staging.put,
+            learner_id=self.learner_id, host=cfg.host, port=cfg.port, token=cfg.token,
+            max_message_mb=cfg.max_message_mb, max_batch=cfg.max_batch,
+            max_actors=cfg.max_actors, obs_limit=float(torch.finfo(obs_dtype).max),
+            tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, status=self.status)
+        self.port = self.ingest.port
+        self.trainer.start()
 
-    # ---- what the gRPC server calls (any thread) ----
-    def stage(self, actor_id, arrays, policy_version, nbytes) -> bool:
-        try:
-            self._staging.put((arrays, policy_version), timeout=0.2)
-        except queue.Full:
-            return False
-        with self._count_lock:
-            self.received += len(arrays["reward"])
-            self.bytes_received += nbytes
-            self._lags.append(self.publisher.version - policy_version)
-        return True
+    # ---- the books restore() and _snapshot() read and write, kept by the components ----
+    @property
+    def updates(self) -> int:
+        return self.trainer.updates
 
-    def count_reject(self) -> None:
-        with self._count_lock:
-            self.rejected += 1
+    @updates.setter
+    def updates(self, n: int) -> None:
+        self.trainer.updates = n
 
-    # ---- the training thread: sole writer of the ring, sole caller of the update ----
-    def _make_step(self):
-        """The update callable (learner/graphed.py); captured on the training thread as it
-        starts (GraphedUpdate.prepare)."""
-        from learner.graphed import make_update
+    @property
+    def received(self) -> int:
+        return self._received_base + (self.ingest.servicer.transitions if self.ingest else 0)
 
-        return make_update(self.sac, self.buffer)
+    @received.setter
+    def received(self, n: int) -> None:
+        self._received_base = n
 
-    def _limits(self) -> tuple[bool, bool]:
-        """(may insert, may update) under the replay-ratio limiter."""
-        cfg, buf = self.cfg, self.buffer
-        warm = buf.size >= cfg.min_replay_size
-        if cfg.replay_ratio is None:
-            return True, warm
-        allowed = cfg.replay_ratio * max(0, buf.inserted - cfg.min_replay_size)
-        done = self.updates - self._ratio_base  # updates made on this ring's inserts
-        may_insert = not warm or allowed - done < cfg.ratio_tolerance
-        may_update = warm and done < allowed + cfg.ratio_tolerance
-        return may_insert, may_update
+    @property
+    def _base_version(self) -> int:
+        return self.trainer.base_version
 
-    def _insert_pending(self, block: bool) -> None:
-        """Staged batches -> pinned rows -> ring, on the ingest stream (learner/ingest_stream)."""
-        taken = []
-        try:
-            taken.append(self._staging.get(timeout=0.05) if block else self._staging.get_nowait())
-            while len(taken) < 64:
-                taken.append(self._staging.get_nowait())
-        except queue.Empty:
-            pass
-        if not taken:
-            return
-        writer = getattr(self, "_ring_writer", None)
-        if writer is None:
-            from learner.ingest_stream import RingWriter
+    @_base_version.setter
+    def _base_version(self, v: int) -> None:
+        self.trainer.base_version = v
 
-            writer = self._ring_writer = RingWriter(self.buffer, chunk_rows=2 * self.cfg.max_batch)
-        with self._model_lock:
-            writer.write([arrays for arrays, _ in taken])
+    @property
+    def _ratio_base(self) -> int:
+        return self.table.limiter.base
 
-    def _train_loop(self) -> None:
-        torch.set_num_threads(self.cfg.num_threads)  # per thread under OpenMP (actors/policy.py)
-        last_pub = last_rate = time.monotonic()
-        rate_base = (self.updates, self.buffer.inserted)
-        try:
-            with self._model_lock:
-                self._step.prepare()  # compile + capture while the actors start up
-            while not self._stop.is_set():
-                may_insert, may_update = self._limits()
-                if may_insert:
-                    self._insert_pending(block=not may_update)
-                if may_update:
-                    with self._model_lock:
-                        losses = self._step()
-                        self.updates += self.cfg.updates_per_call
-                    if self.updates % 50 < self.cfg.updates_per_call:
-                        self._losses = losses.float().cpu()
-                now = time.monotonic()
-                if now - last_pub >= self.cfg.publish_every_s and self.updates:
-                    self._publish()
-                    last_pub = now
-                if now - last_rate >= 1.0:
-                    du, di = self.updates - rate_base[0], self.buffer.inserted - rate_base[1]
-                    self._rates = (du / (now - last_rate), di / (now - last_rate))
-                    rate_base, last_rate = (self.updates, self.buffer.inserted), now
-                if not may_insert and not may_update:
-                    time.sleep(0.001)
-        except BaseException as e:  # surfaced through status() and stop()
-            self._error = e
-            raise
+    @_ratio_base.setter
+    def _ratio_base(self, n: int) -> None:
+        self.table.limiter.base = n
+
+    @property
+    def servicer(self):
+        """Ingest's servicer: per-actor counts (`received`) for the fault tests' books."""
+        return self.ingest.servicer
 
     def _publish(self) -> None:
-        version = max(self.publisher.version, self._base_version) + 1
-        self.publisher.publish(self.sac.policy_weights(version))
+        self.trainer.publish()
 
     # ---- control plane (the driver, via Ray) ----
     def address(self) -> str:
@@ -193,35 +142,30 @@ class Learner:
         return f"{host}:{self.port}"
 
     def status_dict(self) -> dict:
-        """Counters, rates, losses and memory; the fields of proto LearnerStatus."""
-        if self._error is not None:
-            raise RuntimeError(f"learner training thread failed: {self._error!r}")
+        """Counters, rates, losses and memory; the fields of proto LearnerStatus and more."""
+        if self.trainer.error is not None:
+            raise RuntimeError(f"learner training thread failed: {self.trainer.error!r}")
         mem = (0, 0)
         if self.device.type == "cuda":
             mem = (torch.cuda.memory_allocated(self.device), torch.cuda.memory_reserved(self.device))
-        with self._count_lock:
-            lags = list(self._lags)
-            received, rejected, nbytes = self.received, self.rejected, self.bytes_received
+        counts = self.ingest.counts()
         return {
+            **counts,
             "learner_id": self.learner_id,
             "policy_version": self.publisher.version,
             "updates": self.updates,
-            "received": received,
+            "received": self._received_base + counts["received"],
             "inserted": self.buffer.inserted,
-            "rejected_batches": rejected,
-            "duplicate_batches": self.servicer.duplicates,  # resent after a lost ack, not inserted
             "replay_size": self.buffer.size,
             "replay_capacity": self.buffer.capacity,
-            "updates_per_s": self._rates[0],
-            "inserts_per_s": self._rates[1],
-            "mean_policy_lag": float(np.mean(lags)) if lags else 0.0,
-            "bytes_received": nbytes,
+            "updates_per_s": self.trainer.rates[0],
+            "inserts_per_s": self.trainer.rates[1],
             "gpu_mem_allocated": mem[0],
             "gpu_mem_reserved": mem[1],
             "device": str(self.device),
-            "losses": dict(zip(LOSS_NAMES, self._losses.tolist())),
+            "losses": dict(zip(LOSS_NAMES, self.trainer.losses.tolist())),
             # beyond proto LearnerStatus: for the driver's fault accounting and the soak
-            "capture_s": self._step.capture_s,  # compile + graph capture at start-up
+            "capture_s": self.trainer.step.capture_s,  # compile + graph capture at start-up
             "pid": os.getpid(),
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,
@@ -298,13 +242,9 @@ class Learner:
 
     def stop(self) -> dict:
         """Stop serving and training; what was accepted is inserted before returning."""
-        self.servicer.stopping.set()
-        self.server.stop(grace=1.0).wait()
-        self._stop.set()
+        self.ingest.stop(grace=1.0)
+        self.trainer.stop()
         self.publisher.close()
-        self._thread.join(timeout=30)
-        while not self._staging.empty():
-            self._insert_pending(block=False)
         return self.status_dict()
 
 

@@ -10,6 +10,9 @@ import numpy as np
 from proto import codec
 from proto import herd_pb2 as pb
 
+MAX_ACTOR_ID = 256
+"""Longest actor_id (characters) a handshake may name: ids are kept per session and per actor."""
+
 
 class BatchRejected(Exception):
     """A batch that must not enter the buffer; `code` is the status answered to the actor."""
@@ -39,7 +42,7 @@ class Session:
 
 def spec_mismatch(ours: pb.EnvSpec, theirs: pb.EnvSpec) -> str | None:
     """Why an actor's env spec differs from the learner's, or None when they agree."""
-    for name in ("obs_shape", "obs_dtype", "action_shape", "action_dtype"):
+    for name in ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype"):
         a, b = getattr(ours, name), getattr(theirs, name)
         if (a != b) if isinstance(a, str) else (list(a) != list(b)):
             return f"{name}: learner has {a!r}, actor sent {b!r}"
@@ -50,8 +53,26 @@ def spec_mismatch(ours: pb.EnvSpec, theirs: pb.EnvSpec) -> str | None:
     return None
 
 
-def validate(batch: pb.TransitionBatch, session: Session | None, max_batch: int):
-    """Decoded field arrays of a well-formed batch; BatchRejected otherwise."""
+def handshake_refusal(ours: pb.EnvSpec, request: pb.HandshakeRequest):
+    """(status code, reason) when a handshake must be refused, else None."""
+    if not request.actor_id:
+        return grpc.StatusCode.INVALID_ARGUMENT, "actor_id is empty"
+    if len(request.actor_id) > MAX_ACTOR_ID:
+        return (grpc.StatusCode.INVALID_ARGUMENT,
+                f"actor_id has {len(request.actor_id)} characters; at most {MAX_ACTOR_ID}")
+    why = spec_mismatch(ours, request.spec)
+    if why:
+        return grpc.StatusCode.FAILED_PRECONDITION, f"env spec differs: {why}"
+    return None
+
+
+def validate(batch: pb.TransitionBatch, session: Session | None, max_batch: int,
+             obs_limit: float = float(np.finfo(np.float32).max)):
+    """Decoded field arrays of a well-formed batch; BatchRejected otherwise.
+
+    `obs_limit`: the largest magnitude the ring's observation dtype holds (65504 for float16):
+    a finite observation beyond it would be stored as Inf and poison every later update.
+    """
     invalid = grpc.StatusCode.INVALID_ARGUMENT
     if session is None:
         raise BatchRejected(
@@ -69,14 +90,25 @@ def validate(batch: pb.TransitionBatch, session: Session | None, max_batch: int)
         arrays = codec.unpack_batch(batch, session.spec)
     except ValueError as e:
         raise BatchRejected(invalid, str(e)) from None
-    for name in ("obs", "next_obs", "action", "reward"):
-        a = arrays[name]
-        if a.dtype.kind == "f" and not np.isfinite(a).all():
+    if session.incarnation and batch.seq == 0:
+        # dedup counts an incarnation's seqs from 1: a seq 0 would be acked as a duplicate of
+        # nothing and dropped
+        raise BatchRejected(invalid, "seq 0 from an actor with an incarnation (seqs start at 1)")
+    for name in ("obs", "next_obs", "action", "reward", "discount"):
+        a = arrays.get(name)
+        if a is not None and a.dtype.kind == "f" and not np.isfinite(a).all():
             raise BatchRejected(invalid, f"field '{name}' holds NaN or Inf")
+    for name in ("obs", "next_obs"):
+        if np.abs(arrays[name]).max(initial=0) > obs_limit:
+            raise BatchRejected(grpc.StatusCode.OUT_OF_RANGE,
+                                f"field '{name}' holds values beyond the ring's dtype (|x| > {obs_limit:g})")
     act = arrays["action"].reshape(batch.count, -1)
     slack = 1e-4 * (session.high - session.low) + 1e-6
     if (act < session.low - slack).any() or (act > session.high + slack).any():
         raise BatchRejected(grpc.StatusCode.OUT_OF_RANGE, "action outside the env's bounds")
     if arrays["terminated"].max(initial=0) > 1:
         raise BatchRejected(invalid, "field 'terminated' must hold 0 or 1")
+    discount = arrays.get("discount")
+    if discount is not None and ((discount < 0).any() or (discount > 1).any()):
+        raise BatchRejected(invalid, "field 'discount' must lie in [0, 1]")
     return arrays

@@ -22,13 +22,13 @@ def _rows(n, seed):
 
 def _slow_down(learner, seconds):
     """Every insert into the ring takes `seconds` longer: the learner is the bottleneck."""
-    fast = learner._insert_pending
+    fast = learner.trainer._insert_pending
 
     def slow(block):
         time.sleep(seconds)
         fast(block)
 
-    learner._insert_pending = slow
+    learner.trainer._insert_pending = slow
 
 
 def test_slow_learner_blocks_actors_and_drops_nothing(make_learner, spec):
@@ -42,7 +42,7 @@ def test_slow_learner_blocks_actors_and_drops_nothing(make_learner, spec):
     def watch():
         while not done.is_set():
             peaks["in_flight"] = max(peaks["in_flight"], client.in_flight)
-            peaks["staged"] = max(peaks["staged"], learner._staging.qsize())
+            peaks["staged"] = max(peaks["staged"], learner.staging.qsize())
             time.sleep(0.002)
 
     watcher = threading.Thread(target=watch, daemon=True)

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from learner.config import LearnerConfig
-from learner.server import Unparsable, parse_batch
 from learner.service import Learner
+from learner.servicer import Unparsable, parse_batch
 from learner.validate import BatchRejected, Session, validate
 from proto import codec
 from proto import herd_pb2 as pb
@@ -85,12 +85,16 @@ def handshake(channel, spec, actor_id):
 
 def counters(learner):
     deadline = time.monotonic() + 5  # let staged rows reach the ring
-    while learner._staging.qsize() and time.monotonic() < deadline:
+    while learner.staging.qsize() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)
     st = learner.status_dict()
     return {k: st[k] for k in ("received", "inserted", "replay_size", "bytes_received")} | {
         "per_actor": dict(learner.servicer.received)}
+
+
+def rejections(learner):
+    return learner.status_dict()["rejected_batches"]
 
 
 def good(sid, actor="a", seq=99, n=8):
@@ -158,12 +162,12 @@ def test_malformed_batch_rejected_with_its_code_and_no_trace(learner, channel, s
     sid, other = handshake(channel, spec, "a"), handshake(channel, spec, "b")
     s_a, s_b = Stream(channel), Stream(channel)
     s_b.send(good(other, "b", seq=1))  # b's stream is open before, during and after
-    before, rejected = counters(learner), learner.rejected
+    before, rejected = counters(learner), rejections(learner)
     bad, code = malformed(kind, sid, other)
     ack = s_a.send(bad)
     assert (ack.code, ack.accepted, ack.seq) == (code.value[0], 0, 1), ack.message
     assert ack.message
-    assert counters(learner) == before and learner.rejected == rejected + 1
+    assert counters(learner) == before and rejections(learner) == rejected + 1
     # the same stream, and the other actor, keep working
     assert s_a.send(good(sid, "a", seq=2)).code == 0
     assert s_b.send(good(other, "b", seq=2)).code == 0

@@ -36,6 +36,10 @@ def run_schedule(device: torch.device, steps: int = 150) -> None:
     rng = np.random.default_rng(0)
     buf = ReplayBuffer(CAP, (OBS,), ACT, device)
     writer = RingWriter(buf, chunk_rows=512, slots=3)
+
+    def packed(ids):  # as the ingest thread packs them
+        return buf.pack_rows(rows(ids))
+
     torn = torch.zeros((), dtype=torch.long, device=device)
     w = torch.randn(1024, 1024, device=device)
 
@@ -47,7 +51,7 @@ def run_schedule(device: torch.device, steps: int = 150) -> None:
 
     next_id = 0
     first = rng.integers(1, 300)
-    writer.write([rows(np.arange(first))])
+    writer.write([packed(np.arange(first))])
     next_id = first
     replay = probe
     if device.type == "cuda":
@@ -65,7 +69,7 @@ def run_schedule(device: torch.device, steps: int = 150) -> None:
     for _ in range(steps):
         replay()
         n = int(rng.integers(1, 700))  # some writes span two slots or wrap the ring
-        writer.write([rows(np.arange(next_id, next_id + n))])
+        writer.write([packed(np.arange(next_id, next_id + n))])
         next_id += n
     replay()
     if device.type == "cuda":
@@ -92,6 +96,6 @@ def test_ingest_stream_no_lost_or_torn_rows_gpu() -> None:
 def test_ring_writer_splits_batches_larger_than_a_slot() -> None:
     buf = ReplayBuffer(CAP, (OBS,), ACT, torch.device("cpu"))
     writer = RingWriter(buf, chunk_rows=100, slots=2)
-    assert writer.write([rows(np.arange(250)), rows(np.arange(250, 260))]) == 260
+    assert writer.write([buf.pack_rows(rows(np.arange(250))), buf.pack_rows(rows(np.arange(250, 260)))]) == 260
     assert buf.inserted == 260
     assert buf.obs[:260, 0].tolist() == list(range(260))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from learner.config import LearnerConfig
-from learner.server import LearnerServicer, start_server
+from learner.server import Server
 from proto import codec
 from proto import herd_pb2 as pb
 from proto import herd_pb2_grpc as pb_grpc
@@ -49,7 +49,7 @@ def test_learner_binds_loopback_by_default(make_learner):
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::"])
 def test_beyond_loopback_without_token_is_refused(host):
     with pytest.raises(ValueError, match="token"):
-        start_server(LearnerServicer(None, 8), host, 0, None, 4)
+        Server(lambda: None, host, 0, None, 4)
 
 
 def _calls(stub, spec, metadata):

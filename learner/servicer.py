@@ -1,0 +1,211 @@
+"""The learner's RPCs: handshake, transition ingest, weight streams and status (grpc.aio).
+
+Every method is a coroutine on the ingest event loop (learner/server.py): an open stream costs
+a few objects, not a thread, so a thousand actors' PushTransitions and WatchWeights streams are
+as cheap to hold as ten. All session and dedup state lives on that one loop, so it needs no
+locks. Every batch is validated before it is handed on through `put`; an invalid one is
+answered in its own ack (the stream stays open) and leaves no trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import secrets
+from collections.abc import Awaitable, Callable
+
+import grpc
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from learner.publisher import WeightPublisher
+from learner.validate import BatchRejected, Session, handshake_refusal, validate
+from proto import herd_pb2 as pb
+
+Put = Callable[[dict], Awaitable[bool]]
+"""Hands one validated batch (field name -> rows) on; False when there was no room within a
+short wait (the caller checks its stream and tries again)."""
+
+
+class Unparsable:
+    """What the tolerant deserializer hands the servicer for bytes that are no TransitionBatch."""
+
+    seq = 0
+
+    def __init__(self, nbytes: int, why: str):
+        self.nbytes, self.why = nbytes, why
+
+
+def parse_batch(raw: bytes):
+    """TransitionBatch.FromString that never raises: garbage is answered in-stream
+    (INVALID_ARGUMENT) instead of gRPC aborting the whole call with INTERNAL."""
+    try:
+        return pb.TransitionBatch.FromString(raw)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        return Unparsable(len(raw), f"{type(e).__name__}: {e}")
+
+
+class LearnerServicer:
+    # Sessions are random 63-bit ids: unguessable, and one minted before a learner restart is
+    # unknown afterwards (FAILED_PRECONDITION) instead of colliding with a new one.
+    MAX_SESSIONS = 4_096
+    """Handshaken sessions kept; the oldest are forgotten first (its actor handshakes again)."""
+
+    def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, put: Put, *,
+                 learner_id: str, max_batch: int, max_actors: int = 0,
+                 obs_limit: float = float(np.finfo(np.float32).max),
+                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus):
+        self.spec, self.publisher, self.put = spec, publisher, put
+        self.learner_id, self.max_batch, self.max_actors = learner_id, max_batch, max_actors
+        self.obs_limit, self.status = obs_limit, status
+        self.sessions: collections.OrderedDict[int, Session] = collections.OrderedDict()
+        self._active: collections.Counter[int] = collections.Counter()  # open streams per session
+        self.streaming: collections.Counter[str] = collections.Counter()  # push streams per actor
+        # (actor_id, incarnation) -> highest seq taken, and a lock per key: an actor process's
+        # batches are taken one at a time across its connections, so a resend on a new
+        # connection waits for the old connection's attempt at the same batch to settle.
+        self.taken: collections.OrderedDict[tuple[str, int], int] = collections.OrderedDict()
+        self._key_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self.received: dict[str, int] = {}  # accepted transitions per actor_id
+        self.transitions = self.nbytes = self.rejected = self.duplicates = 0
+        self.refused_actors = 0  # handshakes and streams turned away at max_actors
+        self.clamped_versions = 0  # batches naming a policy newer than the newest published
+        self.lags: collections.deque[int] = collections.deque(maxlen=256)
+        self.stopping = False
+        self._weights_changed = asyncio.Event()
+
+    # ---- called from other threads through the loop ----
+    def weights_published(self) -> None:
+        """Wake every WatchWeights stream (run on the loop: call_soon_threadsafe)."""
+        changed, self._weights_changed = self._weights_changed, asyncio.Event()
+        changed.set()
+
+    # ---- RPCs ----
+    async def Handshake(self, request, context):
+        refusal = handshake_refusal(self.spec, request)
+        if refusal:
+            await context.abort(*refusal)
+        if self._full(request.actor_id):
+            await self._refuse(context)
+        sid = secrets.randbits(63) or 1
+        self.sessions[sid] = Session(sid, request.actor_id, self.spec, request.incarnation)
+        self._forget_idle()
+        return pb.HandshakeReply(session_id=sid, policy_version=self.publisher.version,
+                                 max_batch=self.max_batch, learner_id=self.learner_id)
+
+    def _full(self, actor_id: str) -> bool:
+        return bool(self.max_actors) and actor_id not in self.streaming \
+            and len(self.streaming) >= self.max_actors
+
+    async def _refuse(self, context):
+        self.refused_actors += 1
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"the learner serves its maximum of {self.max_actors} actors "
+                            f"(learner.max_actors); retry later or raise it")
+
+    def _forget_idle(self) -> None:
+        """Bound the session table: drop the oldest sessions no open stream uses (their actors
+        handshake again on their next connection)."""
+        for sid in list(self.sessions):
+            if len(self.sessions) <= self.MAX_SESSIONS:
+                break
+            if not self._active[sid]:
+                del self.sessions[sid]
+        while len(self.taken) > self.MAX_SESSIONS:
+            key, _ = self.taken.popitem(last=False)
+            self._key_locks.pop(key, None)
+
+    async def PushTransitions(self, request_iterator, context):
+        used: set[int] = set()  # a session lives as long as the connection that uses it
+        actors: set[str] = set()  # actors this stream counts against max_actors
+        try:
+            async for batch in request_iterator:
+                ack = await self._one(batch, context, used, actors)
+                if ack is None:  # stopping, or the client went away while it waited
+                    return
+                yield ack
+        finally:
+            for sid in used:
+                self._active[sid] -= 1
+                if self._active[sid] <= 0:
+                    del self._active[sid]
+                    self.sessions.pop(sid, None)
+            for actor in actors:
+                self.streaming[actor] -= 1
+                if self.streaming[actor] <= 0:
+                    del self.streaming[actor]
+
+    async def _one(self, batch, context, used: set[int], actors: set[str]) -> pb.PushAck | None:
+        try:
+            if isinstance(batch, Unparsable):
+                raise BatchRejected(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"{batch.nbytes} bytes are no TransitionBatch ({batch.why})")
+            session = self.sessions.get(batch.session_id)
+            if session is not None and batch.session_id not in used:
+                if session.actor_id not in actors:
+                    if self._full(session.actor_id):
+                        await self._refuse(context)
+                    actors.add(session.actor_id)
+                    self.streaming[session.actor_id] += 1
+                used.add(batch.session_id)
+                self._active[batch.session_id] += 1
+            arrays = validate(batch, session, self.max_batch, self.obs_limit)
+        except BatchRejected as e:
+            self.rejected += 1
+            return pb.PushAck(seq=batch.seq, code=e.code.value[0], message=e.message)
+        key = (session.actor_id, session.incarnation) if session.incarnation else None
+        if key is None:
+            return await self._take(batch, arrays, context)
+        lock = self._key_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if batch.seq <= self.taken.get(key, 0):
+                return self._duplicate(batch)
+            ack = await self._take(batch, arrays, context)
+            if ack is not None:
+                self.taken[key] = batch.seq
+                self.taken.move_to_end(key)
+            return ack
+
+    async def _take(self, batch, arrays: dict, context) -> pb.PushAck | None:
+        # policy_version is only the lag statistic's input: a version above the newest (an
+        # actor still acting with weights of the learner before its restart from an older
+        # checkpoint, or a lying client) is clamped to the newest; its rows are good
+        # off-policy data and are kept.
+        newest = self.publisher.version
+        version = batch.policy_version
+        if version > newest:
+            self.clamped_versions += 1
+            version = newest
+        # Waits while staging is full: the actor's window stalls (backpressure).
+        while not await self.put(arrays):
+            if self.stopping or context.done():
+                return None
+        self.transitions += batch.count
+        self.nbytes += sum(a.nbytes for a in arrays.values())  # rows' bytes, without ByteSize
+        self.lags.append(newest - version)
+        total = self.received.get(batch.actor_id, 0) + batch.count
+        self.received[batch.actor_id] = total
+        return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total)
+
+    def _duplicate(self, batch) -> pb.PushAck:
+        """A batch taken before whose ack never arrived: acknowledged again, not inserted."""
+        self.duplicates += 1
+        total = self.received.get(batch.actor_id, 0)
+        return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total, duplicate=True)
+
+    async def WatchWeights(self, request, context):
+        have = request.have_version
+        while not self.stopping and not self.publisher.closed:
+            changed = self._weights_changed
+            newer = self.publisher.newer_wire(have)
+            if newer is None:
+                try:
+                    await asyncio.wait_for(changed.wait(), 0.5)
+                except TimeoutError:
+                    pass
+                continue
+            have, wire = newer  # serialized once per version, not once per actor
+            yield wire
+
+    async def GetStatus(self, request, context):
+        return self.status()
