@@ -1,10 +1,12 @@
 """Wall-clock to a walking Humanoid: the full system, timed from `herd submit`.
 
     python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
+    python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml --seeds 1,2
 
-Starts a local Ray head if none answers, submits the job through the `herd` CLI, follows it,
-then reads runs/<job>/summary.json: deterministic evaluation return against seconds since
-submit, env steps and updates. Writes bench/results/humanoid-<machine>.json and a PNG plot.
+Starts a local Ray head if none answers, submits each (config, seed) job in turn through the
+`herd` CLI, follows it, then reads runs/<job>/summary.json: deterministic evaluation return
+against seconds since submit, env steps and updates. Writes one flat record per run (every
+seed, side by side) to bench/results/humanoid-<machine>.json and a PNG plot of all curves.
 """
 
 from __future__ import annotations
@@ -40,6 +42,26 @@ def apply_overrides(cfg: dict, sets: list[str]) -> dict:
 
 def first_reaching(evals: list[dict], threshold: float) -> dict | None:
     return next((e for e in evals if e["mean_return"] >= threshold), None)
+
+
+def lowest_after(evals: list[dict], threshold: float) -> float | None:
+    """The lowest evaluation after the first one >= threshold (None if never reached or last)."""
+    hit = first_reaching(evals, threshold)
+    later = evals[evals.index(hit) + 1:] if hit else []
+    return min((e["mean_return"] for e in later), default=None)
+
+
+ALGO_KEYS = ("actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width", "critic_blocks",
+             "critic_loss", "num_atoms", "v_min", "v_max", "obs_norm", "reward_norm", "n_step",
+             "batch_size", "replay_ratio", "hidden_sizes", "init_alpha", "amp")
+
+
+def compile_cache_empty() -> bool:
+    """True when torch inductor's cache directory holds nothing yet (a cold start)."""
+    import getpass
+
+    d = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{getpass.getuser()}")
+    return not d.exists() or not any(d.iterdir())
 
 
 def run_job(cfg_path: Path, runs: Path, timeout: float) -> tuple[str, float]:
@@ -97,22 +119,39 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="configs/humanoid.yaml")
+    p.add_argument("--config", action="append", default=None, help="repeatable (default configs/humanoid.yaml)")
+    p.add_argument("--seeds", default="0", help="comma list: each config runs once per seed")
     p.add_argument("--seconds", type=float, default=240, help="the job's run.max_seconds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     local.align_auth_mode()
-    info = header("Herd on Humanoid: evaluation return against wall-clock")
-    cfg = apply_overrides(yaml.safe_load((ROOT / args.config).read_text()),
-                          [f"run.max_seconds={args.seconds}", *args.set])
+    info = header("Herd: evaluation return against wall-clock")
+    local.up(num_cpus=os.cpu_count())
+    records, curves = [], []
+    path = result_path("humanoid", args.out, quick=False)
+    for config in args.config or ["configs/humanoid.yaml"]:
+        for seed in [int(x) for x in args.seeds.split(",")]:
+            rec = run_one(config, seed, args, info)
+            records.append(rec)
+            curves.append((f"{Path(config).stem} s{seed}", rec["evaluations"]))
+            save(records, path)  # what ran survives a later run's failure
+            plot(curves, path.with_suffix(".png"), f"Herd, {rec['env']}, {info['machine']}")
+    console.print(f"wrote {path} and {path.with_suffix('.png')}")
+    return 0
+
+
+def run_one(config: str, seed: int, args, info: dict) -> dict:
+    cold = compile_cache_empty()
+    cfg = apply_overrides(yaml.safe_load((ROOT / config).read_text()),
+                          [f"run.max_seconds={args.seconds}", f"learner.seed={seed}", f"actors.seed={seed}",
+                           *args.set])
     # one file per run: several benches may submit at once
     fd, name = tempfile.mkstemp(prefix=f"herd-bench-{cfg['env']['id']}-", suffix=".yaml")
     os.close(fd)
     cfg_path = Path(name)
     cfg_path.write_text(yaml.safe_dump(cfg))
-    local.up(num_cpus=os.cpu_count())
     try:
         job, t_submit = run_job(cfg_path, Path(args.runs_dir).resolve(), args.seconds + 300)
     finally:
@@ -120,14 +159,19 @@ def main() -> int:
     summary = json.loads((Path(args.runs_dir) / job / "summary.json").read_text())
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
               "env_steps": e["env_steps"], "updates": e["updates"]} for e in summary["evaluations"]]
-    hit5, hit65 = first_reaching(evals, 5000), first_reaching(evals, 6500)
+    hit5, hit65, hit10 = (first_reaching(evals, t) for t in (5000, 6500, 10000))
+    startup = summary.get("startup") or {}
+    learner_cfg = cfg["learner"]
     record = {
-        **info, "env": cfg["env"]["id"], "job": job, "config": cfg,
-        "batch": cfg["learner"].get("batch_size"), "replay_ratio": cfg["learner"].get("replay_ratio"),
-        "actors": cfg["actors"]["num_actors"],
+        **info, "env": cfg["env"]["id"], "job": job, "config_file": config, "config": cfg,
+        "seed": seed, "cold": cold, "first_update_s": startup.get("first_update_s"),
+        **{k: learner_cfg.get(k) for k in ALGO_KEYS},
+        "batch": learner_cfg.get("batch_size"), "actors": cfg["actors"]["num_actors"],
         "seconds_to_5000": hit5 and hit5["seconds"], "env_steps_to_5000": hit5 and hit5["env_steps"],
         "updates_to_5000": hit5 and hit5["updates"],
         "seconds_to_6500": hit65 and hit65["seconds"], "env_steps_to_6500": hit65 and hit65["env_steps"],
+        "seconds_to_10000": hit10 and hit10["seconds"], "updates_to_10000": hit10 and hit10["updates"],
+        "min_eval_after_5000": lowest_after(evals, 5000),
         "final_eval_return": summary["final_eval"]["mean_return"],
         "best_eval_return": max((e["mean_return"] for e in evals), default=None),
         "env_steps": int(summary["learner"]["received"]), "updates": int(summary["learner"]["updates"]),
@@ -135,14 +179,12 @@ def main() -> int:
     }
     record["env_steps_per_s"] = record["env_steps"] / summary["wall_s"]
     record["updates_per_s"] = record["updates"] / summary["wall_s"]
-    path = result_path("humanoid", args.out, quick=False)
-    save([record], path)
-    plot([("Herd", evals)], path.with_suffix(".png"), f"Herd, {cfg['env']['id']}, {info['machine']}")
-    console.print(f"5000 at {record['seconds_to_5000']} s ({record['env_steps_to_5000']} steps); "
-                  f"6500 at {record['seconds_to_6500']} s; best {record['best_eval_return']}; "
+    record["command"] = "python " + " ".join(sys.argv)
+    console.print(f"{config} seed {seed}: 5000 at {record['seconds_to_5000']} s ({record['updates_to_5000']} "
+                  f"updates); 10000 at {record['seconds_to_10000']} s; lowest after 5000 "
+                  f"{record['min_eval_after_5000']}; best {record['best_eval_return']}; "
                   f"{record['env_steps_per_s']:.0f} env steps/s, {record['updates_per_s']:.0f} updates/s")
-    console.print(f"wrote {path} and {path.with_suffix('.png')}")
-    return 0
+    return record
 
 
 if __name__ == "__main__":

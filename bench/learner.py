@@ -10,6 +10,8 @@ to bench/results/learner-<gpu>.json.
     python bench/learner.py                  # the full table (~3-4 min on an H200)
     python bench/learner.py --quick          # tiny sizes, runs on the CPU in seconds
     python bench/learner.py --profile        # + where one update's microseconds go
+    python bench/learner.py --nets plain,configs/humanoid.yaml --rows "amp graph+compile"
+                                             # plain SAC beside a config's networks and critic
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if __package__ in (None, ""):  # run as a script: bench/learner.py must not shad
     sys.path.insert(0, str(_here.parent))
 
 import torch
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -84,13 +87,28 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(row: Row, batch: int, buf: ReplayBuffer, args, device) -> dict:
+NET_FIELDS = ("hidden_sizes", "actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width",
+              "critic_blocks", "expansion", "critic_loss", "num_atoms", "v_min", "v_max", "obs_norm",
+              "reward_norm", "n_step")
+"""The learner settings that shape the update's cost (taken from a config by --nets)."""
+
+
+def net_settings(name: str, hidden) -> dict:
+    """'plain': the seed's 2x256 MLP SAC; else a config file's network and critic settings."""
+    if name == "plain":
+        return {"hidden_sizes": tuple(hidden)}
+    learner = yaml.safe_load(Path(name).read_text()).get("learner", {})
+    return {k: learner[k] for k in NET_FIELDS if k in learner}
+
+
+def measure(row: Row, batch: int, buf: ReplayBuffer, args, device, nets: dict) -> dict:
     k = args.updates_per_call if row.graph else 1
-    cfg = LearnerConfig(
-        device=device.type, batch_size=batch, amp=row.amp, cuda_graph=row.graph,
-        compile=row.compile, hidden_sizes=tuple(args.hidden), buffer_capacity=max(buf.capacity, 1000),
-        updates_per_call=k, tf32=args.tf32, simultaneous=row.simultaneous,
-    )
+    cfg = LearnerConfig(**{
+        "hidden_sizes": tuple(args.hidden), **nets, "device": device.type, "batch_size": batch,
+        "amp": row.amp, "cuda_graph": row.graph, "compile": row.compile,
+        "buffer_capacity": max(buf.capacity, 1000), "updates_per_call": k, "tf32": args.tf32,
+        "simultaneous": row.simultaneous,
+    })
     sac = SAC(cfg, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
     step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None,
                          in_flight=row.in_flight)
@@ -176,6 +194,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--no-tf32", dest="tf32", action="store_false")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    ap.add_argument("--nets", default="plain",
+                    help="comma list: 'plain' and/or config files whose learner networks to measure")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/learner-<gpu>.json)")
     args = ap.parse_args(argv)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -213,36 +233,38 @@ def main(argv: list[str] | None = None) -> list[dict]:
     records: list[dict] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task("learner bench", total=len(rows) * len(args.batches))
-        for batch in args.batches:
-            for row in rows:
-                bar.update(task, description=f"{row.name} @ {batch}")
-                base = dict(machine=machine, torch=torch.__version__, env=env, cores=os.cpu_count(),
-                            tf32=args.tf32, capacity=args.capacity, command=command)
-                try:
-                    rec = {**base, **measure(row, batch, buf, args, device)}
-                    bar.console.print(f"  {row.name:20s} batch {batch:5d}: {rec['updates_per_s']:9.1f} updates/s "
-                                      f"{rec['samples_per_s']:10d} samples/s  (setup {rec['setup_s']} s)")
-                except Exception as e:  # noqa: BLE001 - one broken row must not cost the table
-                    rec = {**base, "row": row.name, "batch": batch, "amp": row.amp, "graph": row.graph,
-                           "compile": row.compile, "error": f"{type(e).__name__}: {e}"[:500]}
-                    bar.console.print(f"  [red]{row.name} batch {batch} failed: {rec['error']}[/]")
-                    gc.collect()
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()
-                records.append(rec)
-                out.write_text(json.dumps(records, indent=1) + "\n")  # survives a killed run
-                bar.advance(task)
+        nets_list = args.nets.split(",")
+        task = bar.add_task("learner bench", total=len(rows) * len(args.batches) * len(nets_list))
+        for nets_name, batch, row in ((n, b, r) for n in nets_list for b in args.batches for r in rows):
+            bar.update(task, description=f"{nets_name}: {row.name} @ {batch}")
+            nets = net_settings(nets_name, args.hidden)
+            base = dict(machine=machine, torch=torch.__version__, env=env, cores=os.cpu_count(),
+                        tf32=args.tf32, capacity=args.capacity, command=command, nets=nets_name,
+                        **{k: (list(v) if isinstance(v, tuple) else v) for k, v in nets.items()})
+            try:
+                rec = {**base, **measure(row, batch, buf, args, device, nets)}
+                bar.console.print(f"  {nets_name} {row.name:20s} batch {batch:5d}: {rec['updates_per_s']:9.1f} updates/s "
+                                  f"{rec['samples_per_s']:10d} samples/s  (setup {rec['setup_s']} s)")
+            except Exception as e:  # noqa: BLE001 - one broken row must not cost the table
+                rec = {**base, "row": row.name, "batch": batch, "amp": row.amp, "graph": row.graph,
+                       "compile": row.compile, "error": f"{type(e).__name__}: {e}"[:500]}
+                bar.console.print(f"  [red]{row.name} batch {batch} failed: {rec['error']}[/]")
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            records.append(rec)
+            out.write_text(json.dumps(records, indent=1) + "\n")  # survives a killed run
+            bar.advance(task)
 
     table = Table(title=f"SAC updates on {machine} (torch {torch.__version__})")
-    for col in ("row", "batch", "updates/s", "samples/s", "us/update", "host cores", "alloc MB",
+    for col in ("nets", "row", "batch", "updates/s", "samples/s", "us/update", "host cores", "alloc MB",
                 "reserved MB"):
         table.add_column(col, justify="right")
     for r in records:
         if "error" in r:
-            table.add_row(r["row"], str(r["batch"]), "error", "", "", "", "", "")
+            table.add_row(r["nets"], r["row"], str(r["batch"]), "error", "", "", "", "", "")
             continue
-        table.add_row(r["row"], str(r["batch"]), f"{r['updates_per_s']:,.0f}", f"{r['samples_per_s']:,}",
+        table.add_row(r["nets"], r["row"], str(r["batch"]), f"{r['updates_per_s']:,.0f}", f"{r['samples_per_s']:,}",
                       f"{r['us_per_update']}", f"{r['host_cpu']:.2f}", f"{r['mem_allocated'] / 2**20:,.0f}", f"{r['mem_reserved'] / 2**20:,.0f}")
     console.print(table)
     for r in records:

@@ -24,9 +24,14 @@ OBS, ACT = 11, 4
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
-def make(device: str, amp: str = "off", batch: int = 64, hidden=(64, 64)) -> tuple[SAC, ReplayBuffer]:
+FAMILY = dict(actor_arch="residual", critic_arch="residual", actor_width=64, critic_width=64,
+              critic_loss="c51", num_atoms=51, v_min=-50.0, v_max=50.0, obs_norm=True, reward_norm=True)
+"""The 2026 family (learner/config.py) at small sizes: all of it must live in the graph."""
+
+
+def make(device: str, amp: str = "off", batch: int = 64, hidden=(64, 64), **family) -> tuple[SAC, ReplayBuffer]:
     cfg = LearnerConfig(device=device, batch_size=batch, hidden_sizes=hidden, amp=amp,
-                        buffer_capacity=2000, seed=3)
+                        buffer_capacity=2000, seed=3, **family)
     dev = torch.device(device)
     sac = SAC(cfg, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
     buf = ReplayBuffer(2000, (OBS,), ACT, dev)
@@ -40,7 +45,8 @@ def run(step, calls: int, seed: int = 123) -> torch.Tensor:
 
 
 def params(sac: SAC) -> list[torch.Tensor]:
-    return [*sac.actor.parameters(), *sac.critic.parameters(), *sac.target.parameters(), sac.log_alpha]
+    norms = [t for n in sac._norms().values() for t in n.tensors()]
+    return [*sac.actor.parameters(), *sac.critic.parameters(), *sac.target.parameters(), sac.log_alpha, *norms]
 
 
 def assert_parity(a: SAC, b: SAC, la: torch.Tensor, lb: torch.Tensor, rtol: float, atol: float) -> None:
@@ -69,12 +75,23 @@ def test_updates_per_call_loop_equals_single_calls_cpu() -> None:
     assert_parity(a, b, la, lb, rtol=0, atol=0)
 
 
+def test_family_warmup_rollback_leaves_no_trace_cpu() -> None:
+    a, buf = make("cpu", **FAMILY)
+    b, _ = make("cpu", **FAMILY)
+    step = GraphedUpdate(a, buf, 2)
+    step.warm_rollback_check()
+    la = run(step, 3)
+    lb = run(GraphedUpdate(b, buf, 2), 3)
+    assert_parity(a, b, la, lb, rtol=0, atol=0)
+
+
 @cuda
+@pytest.mark.parametrize("family", [False, True], ids=["plain", "family"])
 @pytest.mark.parametrize("amp,k,tol", [("off", 1, (1e-5, 1e-6)), ("off", 2, (1e-5, 1e-6)), ("bf16", 1, (1e-3, 1e-4))])
-def test_graph_equals_eager_gpu(amp: str, k: int, tol) -> None:
+def test_graph_equals_eager_gpu(amp: str, k: int, tol, family: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
-    a, buf = make("cuda", amp)
-    b, _ = make("cuda", amp)
+    a, buf = make("cuda", amp, **(FAMILY if family else {}))
+    b, _ = make("cuda", amp, **(FAMILY if family else {}))
     graphed = GraphedUpdate(a, buf, k, cuda_graph=True)
     graphed.capture()
     assert graphed.graph is not None
