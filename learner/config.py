@@ -116,6 +116,9 @@ class LearnerConfig(BaseModel):
     """gRPC receive limit."""
     staging_batches: int = Field(64, ge=1)
     """Accepted batches waiting for the ring; when full, acks stall (backpressure)."""
+    ingest_process: Literal["auto", "on", "off"] = "auto"
+    """Run ingest (gRPC, validation, dedup, packing) in a process of its own, so that its Python
+    never takes the training thread's GIL (learner/ingest_proc.py); 'auto': on with CUDA."""
     max_actors: int = Field(2_000, ge=0)
     """Actors streaming at once; one more is refused at once with RESOURCE_EXHAUSTED (its log
     says so and it retries with backoff), counted as refused_actors. 0: no bound."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -78,18 +78,17 @@ class Staging:
 class Ingest:
     """The gRPC server and its servicer; counters for the learner's status."""
 
-    def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, pack: Callable,
-                 stage: Callable[[object], Awaitable[bool]], *,
+    def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, pack: Callable, *,
                  learner_id: str, host: str, port: int, token: str | None, max_message_mb: int,
-                 max_batch: int, max_actors: int = 0,
+                 max_batch: int, staging_batches: int, max_actors: int = 0,
                  obs_limit: float = float(np.finfo(np.float32).max),
                  tls_cert: str | None = None, tls_key: str | None = None,
                  status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus):
-        """`pack(rows) -> tensor`: field arrays to packed ring rows, run on the ingest thread;
-        `stage(block) -> bool`: hands a packed block on (Staging.put)."""
+        """`pack(rows) -> tensor`: field arrays to packed ring rows, run on the ingest thread."""
+        self.staging = Staging(staging_batches)
 
         async def put(arrays: dict) -> bool:
-            return await stage(pack(arrays))
+            return await self.staging.put(pack(arrays))
 
         def servicer():  # built on the loop: its asyncio objects belong there
             return LearnerServicer(spec, publisher, put, learner_id=learner_id,
@@ -100,20 +99,29 @@ class Ingest:
         self.servicer, self.port = self.server.servicer, self.server.port
         publisher.subscribe(lambda: self.server.call(self.servicer.weights_published))
 
+    def take(self, limit: int, timeout: float = 0.0) -> list:
+        """Packed row blocks staged for the ring (the training thread's side)."""
+        return self.staging.take(limit, timeout)
+
     def counts(self) -> dict:
-        """The ingest side of the learner's status."""
-        s = self.servicer
-        lags = list(s.lags)
-        return {
-            "received": s.transitions,
-            "rejected_batches": s.rejected,
-            "duplicate_batches": s.duplicates,  # resent after a lost ack, not inserted
-            "bytes_received": s.nbytes,
-            "mean_policy_lag": float(np.mean(lags)) if lags else 0.0,
-            "actors_streaming": len(s.streaming),
-            "refused_actors": s.refused_actors,
-            "clamped_versions": s.clamped_versions,
-        }
+        return counts(self.servicer)
 
     def stop(self, grace: float = 1.0) -> None:
         self.server.stop(grace)
+
+
+def counts(s: LearnerServicer) -> dict:
+    """The ingest side of the learner's status (per_actor: accepted transitions by actor_id)."""
+    lags = list(s.lags)
+    return {
+        "received": s.transitions,
+        "rejected_batches": s.rejected,
+        "duplicate_batches": s.duplicates,  # resent after a lost ack, not inserted
+        "bytes_received": s.nbytes,
+        "mean_policy_lag": float(np.mean(lags)) if lags else 0.0,
+        "actors_streaming": len(s.streaming),
+        "refused_actors": s.refused_actors,
+        "clamped_versions": s.clamped_versions,
+        "weight_bytes_sent": s.weight_bytes_sent,
+        "per_actor": dict(s.received),
+    }

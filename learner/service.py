@@ -14,12 +14,14 @@ import logging
 import os
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from learner.config import LearnerConfig
-from learner.ingest import Ingest, Staging
+from learner.ingest import Ingest
+from learner.ingest_proc import IngestProcess
 from learner.publisher import WeightPublisher
 from learner.replay import ReplayBuffer
 from learner.replay_table import RateLimiter, ReplayTable
@@ -60,21 +62,20 @@ class Learner:
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
         obs_dtype = TORCH_DTYPES[cfg.buffer_dtype]
-        self.buffer = ReplayBuffer(
-            cfg.buffer_capacity, tuple(spec.obs_shape), action_dim, self.device,
-            obs_dtype, one_step_discount=cfg.gamma,
-        )
+        layout = dict(obs_shape=tuple(spec.obs_shape), action_dim=action_dim, obs_dtype=obs_dtype,
+                      one_step_discount=cfg.gamma)
+        self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
         self.table = ReplayTable(
             self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
             chunk_rows=2 * cfg.max_batch)
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
         self.publisher = WeightPublisher()
-        self.staging = Staging(cfg.staging_batches)
-        self.trainer = Trainer(self.sac, self.table, self.publisher, self.staging.take,
+        self.trainer = Trainer(self.sac, self.table, self.publisher,
+                               lambda limit, timeout: self.ingest.take(limit, timeout),
                                publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
         self._model_lock = self.trainer.model_lock
         self._received_base = 0  # accepted by the learner this one was restored from
-        self.ingest: Ingest | None = None
+        self.ingest: Ingest | IngestProcess | None = None
         self.restarted = _restarted_by_ray()
         self.restored: dict | None = None
         if latest and (Path(latest) / "model.pt").exists():
@@ -82,12 +83,16 @@ class Learner:
         if checkpoint:
             self.restore(checkpoint)
         self._publish()
-        self.ingest = Ingest(
-            spec, self.publisher, self.buffer.pack_rows, self.staging.put,
+        server = dict(
             learner_id=self.learner_id, host=cfg.host, port=cfg.port, token=cfg.token,
             max_message_mb=cfg.max_message_mb, max_batch=cfg.max_batch,
-            max_actors=cfg.max_actors, obs_limit=float(torch.finfo(obs_dtype).max),
-            tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, status=self.status)
+            staging_batches=cfg.staging_batches, max_actors=cfg.max_actors,
+            obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=cfg.tls_cert,
+            tls_key=cfg.tls_key, status=self.status)
+        if cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and self.device.type == "cuda"):
+            self.ingest = IngestProcess(spec, self.publisher, layout, **server)
+        else:
+            self.ingest = Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
         self.port = self.ingest.port
         self.trainer.start()
 
@@ -102,7 +107,7 @@ class Learner:
 
     @property
     def received(self) -> int:
-        return self._received_base + (self.ingest.servicer.transitions if self.ingest else 0)
+        return self._received_base + (self.ingest.counts()["received"] if self.ingest else 0)
 
     @received.setter
     def received(self, n: int) -> None:
@@ -125,9 +130,9 @@ class Learner:
         self.table.limiter.base = n
 
     @property
-    def servicer(self):
-        """Ingest's servicer: per-actor counts (`received`) for the fault tests' books."""
-        return self.ingest.servicer
+    def servicer(self) -> SimpleNamespace:
+        """Accepted transitions per actor_id (`received`), for the fault tests' books."""
+        return SimpleNamespace(received=self.ingest.counts()["per_actor"])
 
     def _publish(self) -> None:
         self.trainer.publish()
@@ -149,6 +154,7 @@ class Learner:
         if self.device.type == "cuda":
             mem = (torch.cuda.memory_allocated(self.device), torch.cuda.memory_reserved(self.device))
         counts = self.ingest.counts()
+        del counts["per_actor"]  # one number per actor: Learner.servicer has them
         return {
             **counts,
             "learner_id": self.learner_id,

@@ -70,6 +70,7 @@ class LearnerServicer:
         self.transitions = self.nbytes = self.rejected = self.duplicates = 0
         self.refused_actors = 0  # handshakes and streams turned away at max_actors
         self.clamped_versions = 0  # batches naming a policy newer than the newest published
+        self.weight_bytes_sent = 0  # PolicyWeights bytes written to all WatchWeights streams
         self.lags: collections.deque[int] = collections.deque(maxlen=256)
         self.stopping = False
         self._weights_changed = asyncio.Event()
@@ -205,6 +206,7 @@ class LearnerServicer:
                     pass
                 continue
             have, wire = newer  # serialized once per version, not once per actor
+            self.weight_bytes_sent += len(wire)
             yield wire
 
     async def GetStatus(self, request, context):

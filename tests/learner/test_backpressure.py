@@ -42,7 +42,7 @@ def test_slow_learner_blocks_actors_and_drops_nothing(make_learner, spec):
     def watch():
         while not done.is_set():
             peaks["in_flight"] = max(peaks["in_flight"], client.in_flight)
-            peaks["staged"] = max(peaks["staged"], learner.staging.qsize())
+            peaks["staged"] = max(peaks["staged"], learner.ingest.staging.qsize())
             time.sleep(0.002)
 
     watcher = threading.Thread(target=watch, daemon=True)

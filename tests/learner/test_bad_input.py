@@ -85,7 +85,7 @@ def handshake(channel, spec, actor_id):
 
 def counters(learner):
     deadline = time.monotonic() + 5  # let staged rows reach the ring
-    while learner.staging.qsize() and time.monotonic() < deadline:
+    while learner.ingest.staging.qsize() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)
     st = learner.status_dict()
@@ -256,10 +256,10 @@ def test_sessions_do_not_pile_up(learner, channel, spec):
         assert s.send(good(sid, "churn", seq=i + 1)).code == 0
         s.close()
     deadline = time.monotonic() + 5
-    while learner.servicer._active and time.monotonic() < deadline:
+    while learner.ingest.servicer._active and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not learner.servicer._active
-    assert len(learner.servicer.sessions) < 10
+    assert not learner.ingest.servicer._active
+    assert len(learner.ingest.servicer.sessions) < 10
 
 
 # ---- property-based: the decode/validate path, without a server ----

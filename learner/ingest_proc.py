@@ -1,0 +1,249 @@
+"""Ingest in a process of its own: its Python never takes the training process's GIL.
+
+The in-process Ingest (learner/ingest.py) shares one GIL with the training thread: at full rate
+the ingest loop holds it most of the time and every update waits for it, once per GIL hand-over
+(bench/ingest.py measured the synchronous server's 128 threads taking updates from 2,972/s to
+6/s). Here the same servicer, server and packing run in a child process; the training process
+only copies packed rows out of shared memory:
+
+    child:   gRPC ─► validate, dedup ─► pack into a free shared slot ─data pipe: (slot, rows)─►
+    parent:  take() ─► views of the slots ─► ring (RingWriter) ─► next take() frees them ─► child
+
+Control (weights to serve, the learner's status for GetStatus, counts, stop) goes over a second
+pipe. The child dies with its parent (PR_SET_PDEATHSIG): a killed learner leaves no process
+holding its port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ctypes
+import mmap
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing import shared_memory
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from learner.publisher import WeightPublisher
+from proto import herd_pb2 as pb
+
+SLOT_ROWS = 512
+"""Rows per shared slot; a larger batch takes several slots."""
+
+
+class IngestProcess:
+    """Ingest's interface (take, counts, port, stop) with the work in a child process."""
+
+    def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
+                 staging_batches: int, max_batch: int, status, **server):
+        """`layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
+        one_step_discount) the child packs rows with; `server`: Ingest's keyword arguments."""
+        self.slot_rows = rows = min(max_batch, SLOT_ROWS)
+        slots = max(staging_batches, -(-max_batch // rows))
+        width = _row_width(layout)
+        nbytes = slots * rows * width * 4
+        free = os.statvfs("/dev/shm").f_bavail * os.statvfs("/dev/shm").f_frsize
+        if nbytes > free:  # a sparse segment past the tmpfs size would SIGBUS on first write
+            raise OSError(f"ingest needs {nbytes / 2**20:.0f} MiB of /dev/shm, "
+                          f"{free / 2**20:.0f} MiB free: lower staging_batches or use ingest_process: off")
+        self._shm = shared_memory.SharedMemory(create=True, size=nbytes)
+        self.blocks = torch.from_numpy(np.ndarray((slots, rows, width), np.float32, buffer=self._shm.buf))
+        # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
+        # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
+        self._data, child_data = mp.Pipe()
+        self._ctrl, child_ctrl = mp.Pipe()
+        self._ctrl_lock = threading.Lock()
+        self._held: list[int] = []  # slots handed to the trainer by the last take()
+        fds = (child_data.fileno(), child_ctrl.fileno())
+        root = str(Path(__file__).resolve().parent.parent)
+        boot = (f"import sys; sys.path.insert(0, {root!r}); "
+                f"from learner.ingest_proc import main; main({fds[0]}, {fds[1]})")
+        self._proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
+        child_data.close()
+        child_ctrl.close()
+        self._ctrl.send((spec.SerializeToString(), layout, dict(server, max_batch=max_batch),
+                         self._shm.name, slots, rows))
+        if not self._ctrl.poll(120):
+            self._proc.kill()
+            raise RuntimeError("the ingest process did not start within 120 s")
+        kind, value = self._ctrl.recv()
+        if kind == "error":
+            self._proc.wait(5)
+            raise value
+        self.port = value
+        self._shm.unlink()  # both processes have it mapped: the memory lives until they unmap
+        self._final: dict | None = None
+        self._publisher = publisher
+        self._status, self._stopped = status, threading.Event()
+        publisher.subscribe(self._forward_weights)
+        self._forward_weights()
+        self._feeder = threading.Thread(target=self._feed_status, name="herd-ingest-status",
+                                        daemon=True)
+        self._feeder.start()
+
+    def _request(self, *msg, reply: bool = False):
+        with self._ctrl_lock:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the ingest process died (exit code {self._proc.returncode})")
+            self._ctrl.send(msg)
+            return self._ctrl.recv() if reply else None
+
+    def _forward_weights(self) -> None:
+        latest = self._publisher.newer_wire(0)
+        if latest is not None and not self._stopped.is_set():
+            self._request("weights", latest[1])
+
+    def _feed_status(self) -> None:
+        """The learner's status, once a second, for the child's GetStatus answers."""
+        while not self._stopped.wait(1.0):
+            try:
+                self._request("status", self._status().SerializeToString())
+            except (RuntimeError, OSError):  # stopping, or the child is gone (counts() says so)
+                return
+
+    def take(self, limit: int, timeout: float = 0.0) -> list[torch.Tensor]:
+        """Views of up to `limit` filled slots; the previous call's slots go back to the child
+        (the trainer has copied them into the ring by then)."""
+        out: list[torch.Tensor] = []
+        try:
+            if self._held:
+                self._data.send(self._held)
+                self._held = []
+            if not self._data.poll(timeout):
+                return out
+            while len(out) < limit and self._data.poll(0):
+                for slot, n in self._data.recv():
+                    out.append(self.blocks[slot, :n])
+                    self._held.append(slot)
+        except (EOFError, OSError):  # the child has ended: all it staged was read before EOF
+            if timeout:
+                time.sleep(timeout)
+        return out
+
+    def counts(self) -> dict:
+        if self._final is not None:  # the child is gone: its last books stand
+            return self._final
+        return self._request("counts", reply=True)
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving; staged slots stay readable for the trainer's last take()."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._feeder.join(timeout=5)
+        self._final = self._request("stop", grace, reply=True)
+        self._proc.wait(timeout=30)
+
+
+class SlotStaging:
+    """The child's side of the slots: `put` packs a batch into free slots and names them to
+    the parent; the parent's next take() sends them back (read on the loop)."""
+
+    def __init__(self, blocks: torch.Tensor, pack, data):
+        self.blocks, self.pack, self.data = blocks, pack, data
+        self.rows = blocks.shape[1]
+        self.free = collections.deque(range(blocks.shape[0]))
+        self._space: asyncio.Event | None = None
+
+    def attach(self) -> None:
+        """Read returned slots on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self._space = asyncio.Event()
+        self._loop.add_reader(self.data.fileno(), self._returned)
+
+    def _returned(self) -> None:
+        try:
+            while self.data.poll(0):
+                self.free.extend(self.data.recv())
+        except (EOFError, OSError):  # the parent is gone; the control pipe ends the process
+            self._loop.remove_reader(self.data.fileno())
+        self._space.set()
+
+    async def put(self, arrays: dict) -> bool:
+        n = len(arrays["reward"])
+        need = -(-n // self.rows)
+        if len(self.free) < need:
+            self._space.clear()
+            try:
+                await asyncio.wait_for(self._space.wait(), 0.2)
+            except TimeoutError:
+                return False
+            if len(self.free) < need:
+                return False
+        named = []
+        for lo in range(0, n, self.rows):
+            slot = self.free.popleft()
+            self.pack({k: v[lo:lo + self.rows] for k, v in arrays.items()}, out=self.blocks[slot])
+            named.append((slot, min(self.rows, n - lo)))
+        self.data.send(named)
+        return True
+
+
+def _row_width(layout: dict) -> int:
+    from learner.replay import ReplayBuffer
+
+    return ReplayBuffer(1, **layout, device=torch.device("cpu")).row_width
+
+
+def main(data_fd: int, ctrl_fd: int) -> None:
+    """The ingest process: Ingest's server and servicer, packing into the shared slots."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: go when the learner goes
+    data, ctrl = Connection(data_fd), Connection(ctrl_fd)
+    if os.getppid() == 1:  # the learner died before the line above
+        return
+    spec_bytes, layout, server, shm_name, slots, rows = ctrl.recv()
+    from learner.ingest import counts
+    from learner.replay import ReplayBuffer
+    from learner.server import Server
+    from learner.servicer import LearnerServicer
+
+    try:
+        with open(f"/dev/shm/{shm_name}", "r+b") as f:  # mapped as is: the parent unlinks it
+            shm = mmap.mmap(f.fileno(), 0)
+        blocks = np.ndarray((slots, rows, _row_width(layout)), np.float32, buffer=shm)
+        pack = ReplayBuffer(1, **layout, device=torch.device("cpu")).pack_rows
+        spec = pb.EnvSpec.FromString(spec_bytes)
+        publisher = WeightPublisher()
+        status = [pb.LearnerStatus()]
+        staging = SlotStaging(torch.from_numpy(blocks), pack, data)
+        host, port = server.pop("host"), server.pop("port")
+        token, mb = server.pop("token"), server.pop("max_message_mb")
+        tls = server.pop("tls_cert"), server.pop("tls_key")
+
+        def servicer():
+            staging.attach()  # the slot-return pipe is read on the loop
+            return LearnerServicer(spec, publisher, staging.put, status=lambda: status[0], **server)
+
+        srv = Server(servicer, host, port, token, mb, *tls)
+    except BaseException as e:  # noqa: BLE001  (the parent raises it)
+        ctrl.send(("error", e))
+        return
+    publisher.subscribe(lambda: srv.call(srv.servicer.weights_published))
+    ctrl.send(("ready", srv.port))
+    while True:
+        try:
+            kind, *args = ctrl.recv()
+        except EOFError:  # the learner went away
+            srv.stop(0)
+            return
+        if kind == "weights":
+            publisher.publish(pb.PolicyWeights.FromString(args[0]))
+        elif kind == "status":
+            status[0] = pb.LearnerStatus.FromString(args[0])
+        elif kind == "counts":
+            ctrl.send(counts(srv.servicer))
+        elif kind == "stop":
+            srv.stop(args[0])
+            publisher.close()
+            ctrl.send(counts(srv.servicer))
+            return
