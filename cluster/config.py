@@ -58,10 +58,11 @@ class JobConfig(BaseModel):
         learner = data.get("learner") or {}
         actors = dict(data.get("actors") or {})
         for key in ("n_step", "gamma"):
-            if key in actors:
-                raise ValueError(f"set learner.{key}, not actors.{key}: the actors take it from the learner")
             given = learner.get(key) if isinstance(learner, dict) else None
-            actors[key] = LearnerConfig.model_fields[key].default if given is None else given
+            value = LearnerConfig.model_fields[key].default if given is None else given
+            if key in actors and actors[key] != value:  # equal: a dumped config read back
+                raise ValueError(f"set learner.{key}, not actors.{key}: the actors take it from the learner")
+            actors[key] = value
         return {**data, "actors": actors}
 
     @model_validator(mode="after")

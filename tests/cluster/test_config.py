@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from actors.config import EnvConfig
 from actors.envs import EnvError, make_env
@@ -86,3 +87,13 @@ def test_submit_refuses_bad_config_before_contacting_ray(tmp_path):
                        check=False)
     assert r.returncode == 2
     assert "unknown env id 'NoSuchEnv-v0'" in r.stderr
+
+
+def test_actors_take_n_step_and_gamma_from_the_learner_and_a_dump_reads_back():
+    from cluster.config import dump_config
+
+    cfg = parse_config({"env": {"id": "Hopper-v5"}, "learner": {"n_step": 3, "gamma": 0.97}})
+    assert (cfg.actors.n_step, cfg.actors.gamma) == (3, 0.97)
+    assert parse_config(yaml.safe_load(dump_config(cfg))) == cfg  # the driver re-reads the dump
+    with pytest.raises(ConfigError, match="set learner.n_step"):
+        parse_config({"env": {"id": "Hopper-v5"}, "actors": {"n_step": 2}})
