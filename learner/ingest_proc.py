@@ -45,9 +45,10 @@ class IngestProcess:
     """Ingest's interface (take, counts, port, stop) with the work in a child process."""
 
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
-                 staging_batches: int, max_batch: int, status, **server):
+                 staging_batches: int, max_batch: int, status, pin: bool = False, **server):
         """`layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
-        one_step_discount) the child packs rows with; `server`: Ingest's keyword arguments."""
+        one_step_discount) the child packs rows with; `server`: Ingest's keyword arguments;
+        `pin`: page-lock the slots (CUDA), so rows go from them to the device by DMA alone."""
         self.slot_rows = rows = min(max_batch, SLOT_ROWS)
         slots = max(staging_batches, -(-max_batch // rows))
         width = _row_width(layout)
@@ -58,6 +59,8 @@ class IngestProcess:
                           f"{free / 2**20:.0f} MiB free: lower staging_batches or use ingest_process: off")
         self._shm = shared_memory.SharedMemory(create=True, size=nbytes)
         self.blocks = torch.from_numpy(np.ndarray((slots, rows, width), np.float32, buffer=self._shm.buf))
+        if pin:  # stays registered as long as the mapping lives (this process)
+            torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(self.blocks.data_ptr(), nbytes, 0))
         # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
         # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
         self._data, child_data = mp.Pipe()

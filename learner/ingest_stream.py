@@ -1,7 +1,7 @@
 """New transitions into the replay ring without stalling, or racing, the update graph.
 
-    ingest:  numpy rows ──pack──► packed block (the ingest thread, learner/ingest.py)
-    host:    packed blocks ──copy──► pinned slot j
+    ingest:  numpy rows ──pack──► packed block (the ingest thread or process, learner/ingest*.py)
+    host:    packed block ──copy──► pinned slot j     (a page-locked block skips this copy)
     ingest:  [wait consumed[j]] pinned j ──H2D, non_blocking──► device slot j ; record copied[j]
     update:  ... graph replay ... [wait copied[j]] device slot j ──D2D──► ring rows, size_t ;
              record consumed[j] ; next replay ...
@@ -10,7 +10,7 @@ The host-to-device copy (the slow part) runs on its own stream, overlapping the 
 is in flight. Only the device-to-device write into the ring, microseconds long, runs on the
 update stream, between two replays: a sample can never see half-written (torn) rows, and
 size_t grows only after its rows are in. Slots rotate, so the host blocks only when it laps
-a copy that has not finished (copied[j]).
+a copy that has not finished (copied[j]). On the CPU blocks are written into the ring as they are.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class RingWriter:
             for _ in range(slots)
         ]
         self.slot = 0
-        self.fill = 0  # rows packed into the current host slot, not yet sent
+        self.fill = 0  # rows in the current slot, not yet in the ring
+        self._host_rows: list[tuple[int, int]] = []  # of those, the ones in the host slot
         if self.cuda:
             self.stream = torch.cuda.Stream(self.device)
             self.dev = [torch.empty_like(h, device=self.device) for h in self.host]
@@ -43,38 +44,53 @@ class RingWriter:
             self.consumed = [torch.cuda.Event() for _ in range(slots)]
 
     def write(self, blocks: list[torch.Tensor]) -> int:
-        """Append packed [n, row_width] CPU blocks to the ring; returns rows written."""
-        total = 0
+        """Append packed [n, row_width] CPU blocks to the ring; returns rows written once the
+        blocks may be reused. On CUDA a page-locked block (the ingest process's registered
+        slots, learner/ingest_proc.py) is copied to the device as it is; any other through a
+        pinned host slot. On the CPU blocks go into the ring directly."""
+        total, direct = 0, False
         for rows in blocks:
             n = rows.shape[0]
+            total += n
+            if not self.cuda:
+                self.buffer.extend_packed(rows)
+                continue
+            pinned = rows.is_pinned()
+            direct |= pinned
             for lo in range(0, n, self.chunk_rows):
                 hi = min(n, lo + self.chunk_rows)
                 if self.fill + hi - lo > self.chunk_rows:
                     self.flush()
-                self.host[self.slot][self.fill : self.fill + hi - lo].copy_(rows[lo:hi])
+                at, j = self.fill, self.slot
+                if pinned:  # DMA from the block itself, no host copy
+                    with torch.cuda.stream(self.stream):
+                        self.stream.wait_event(self.consumed[j])  # device slot j read by its last write
+                        self.dev[j][at : at + hi - lo].copy_(rows[lo:hi], non_blocking=True)
+                else:
+                    self.host[j][at : at + hi - lo].copy_(rows[lo:hi])
+                    self._host_rows.append((at, at + hi - lo))
                 self.fill += hi - lo
-            total += n
         self.flush()
+        if direct:
+            self.stream.synchronize()  # the caller hands the page-locked blocks back
         return total
 
     def flush(self) -> None:
-        """Send the current host slot to the ring (ordered behind work already queued)."""
+        """Send the current slot to the ring (ordered behind work already queued)."""
         n, j = self.fill, self.slot
         if n == 0:
             return
-        if not self.cuda:
-            self.buffer.extend_packed(self.host[j][:n])
-        else:
-            update = torch.cuda.current_stream(self.device)
-            with torch.cuda.stream(self.stream):
-                self.stream.wait_event(self.consumed[j])  # device slot j read by its last write
-                self.dev[j][:n].copy_(self.host[j][:n], non_blocking=True)
-                self.copied[j].record(self.stream)
-            update.wait_event(self.copied[j])
-            self.buffer.extend_packed(self.dev[j][:n])
-            self.consumed[j].record(update)
+        update = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self.stream):
+            self.stream.wait_event(self.consumed[j])  # device slot j read by its last write
+            for a, b in self._host_rows:
+                self.dev[j][a:b].copy_(self.host[j][a:b], non_blocking=True)
+            self.copied[j].record(self.stream)
+        update.wait_event(self.copied[j])
+        self.buffer.extend_packed(self.dev[j][:n])
+        self.consumed[j].record(update)
+        self._host_rows = []
         self.fill = 0
         self.slot = (j + 1) % len(self.host)
-        if self.cuda:
-            # The next slot's pinned memory may still be feeding an earlier H2D copy.
-            self.copied[self.slot].synchronize()
+        # The next slot's pinned memory may still be feeding an earlier H2D copy.
+        self.copied[self.slot].synchronize()

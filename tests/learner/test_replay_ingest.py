@@ -99,3 +99,25 @@ def test_ring_writer_splits_batches_larger_than_a_slot() -> None:
     assert writer.write([buf.pack_rows(rows(np.arange(250))), buf.pack_rows(rows(np.arange(250, 260)))]) == 260
     assert buf.inserted == 260
     assert buf.obs[:260, 0].tolist() == list(range(260))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_page_locked_blocks_go_straight_to_the_device_and_are_free_on_return() -> None:
+    """The ingest process's registered slots: no host copy, and reusable once write returns."""
+    buf = ReplayBuffer(CAP, (OBS,), ACT, torch.device("cuda"))
+    writer = RingWriter(buf, chunk_rows=100, slots=2)
+    slots = torch.from_numpy(np.zeros((2, 300, buf.row_width), np.float32))
+    cudart = torch.cuda.cudart()
+    torch.cuda.check_error(cudart.cudaHostRegister(slots.data_ptr(), slots.numel() * 4, 0))
+    try:
+        assert slots[1, :260].is_pinned()
+        buf.pack_rows(rows(np.arange(250)), out=slots[0])
+        buf.pack_rows(rows(np.arange(250, 510)), out=slots[1])
+        assert writer.write([slots[0, :250], slots[1, :260]]) == 510
+        slots.zero_()  # handed back: the next batches overwrite them at once
+        torch.cuda.synchronize()
+        assert buf.inserted == 510
+        assert buf.obs[:510, 0].tolist() == list(range(510))
+        assert torch.equal(buf.reward[:510].cpu(), 2 * torch.arange(510, dtype=torch.float32))
+    finally:
+        torch.cuda.check_error(cudart.cudaHostUnregister(slots.data_ptr()))
