@@ -17,34 +17,27 @@ import time
 
 import grpc
 
-from proto import codec
+from proto import codec, keepalive
 from proto import herd_pb2 as pb
 from proto import herd_pb2_grpc as pb_grpc
 
 log = logging.getLogger("herd.actor")
 _CLOSE = object()
-KEEPALIVE_OPTIONS = [
-    # A ping every 20 s on an idle connection, dropped after 10 s unanswered: a learner that
-    # went away without a FIN (its node died) is noticed in seconds, and the learner's own
-    # keepalive (learner/server.py) accepts pings this often.
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-]
 
 
 class LearnerClient:
     def __init__(self, address: str, actor_id: str, spec: pb.EnvSpec, *, token: str | None = None,
                  window: int = 4, backoff=(0.2, 5.0), max_message_mb: int = 64, on_weights=None,
-                 tls_ca: str | None = None):
+                 tls_ca: str | None = None, weights_address: str | None = None):
+        """`weights_address`: where to watch for weights, when not the learner itself (the
+        node's relay, learner/relay.py, on loopback)."""
         self.address, self.actor_id, self.spec = address, actor_id, spec
         self.window, self.backoff = window, backoff
         self.on_weights = on_weights
         self._metadata = ((codec.TOKEN_HEADER, token),) if token else ()
         limit = max_message_mb * 1024 * 1024
         options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit),
-                   *KEEPALIVE_OPTIONS]
+                   *keepalive.CLIENT_OPTIONS]
         if tls_ca:
             with open(tls_ca, "rb") as f:
                 creds = grpc.ssl_channel_credentials(root_certificates=f.read())
@@ -52,6 +45,9 @@ class LearnerClient:
         else:
             self._channel = grpc.insecure_channel(address, options=options)
         self._stub = pb_grpc.LearnerStub(self._channel)
+        self._weights_channel = (grpc.insecure_channel(weights_address, options=options)
+                                 if weights_address else None)
+        self._weights_stub = pb_grpc.LearnerStub(self._weights_channel or self._channel)
         # batches go out as hand-serialized WireBatch bytes (proto/codec.py), built by one join
         # instead of protobuf's encoder (twice, counting ByteSize)
         self._push_call = self._channel.stream_stream(
@@ -118,6 +114,8 @@ class LearnerClient:
             if self._outbox is not None:
                 self._outbox.put(_CLOSE)
         self._channel.close()
+        if self._weights_channel is not None:
+            self._weights_channel.close()
 
     # ---- background threads ----
     def _handshake(self) -> None:
@@ -197,7 +195,7 @@ class LearnerClient:
             try:
                 if not self._connected.wait(timeout=0.5):
                     continue
-                stream = self._stub.WatchWeights(
+                stream = self._weights_stub.WatchWeights(
                     pb.WatchRequest(actor_id=self.actor_id, have_version=self.policy_version),
                     metadata=self._metadata)
                 for weights in stream:

@@ -9,6 +9,7 @@ updates/s, per-actor ack rate, stalled actors (no ack for > 2 s while pushing), 
 latency, the learner's outbound weight bytes/s. One flat record per run.
 
     python bench/fanin.py --clients 1000            # the GPU box (~2 min)
+    python bench/fanin.py --clients 1000 --relay    # weights through a node relay
     python bench/fanin.py --quick                   # CPU: 50 clients, 4 s phases
 """
 
@@ -60,19 +61,19 @@ class Books:
 
 
 async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, rate, ready,
-                          books: Books, token: str | None) -> None:
+                          books: Books, token: str | None, weights_address: str | None = None) -> None:
     import grpc
 
-    from actors.client import KEEPALIVE_OPTIONS
-    from proto import codec
+    from proto import codec, keepalive
     from proto import herd_pb2 as pb
     from proto import herd_pb2_grpc as pb_grpc
 
     meta = ((codec.TOKEN_HEADER, token),) if token else ()
     limit = 64 * 2**20
-    channel = grpc.aio.insecure_channel(address, options=[
-        ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit),
-        *KEEPALIVE_OPTIONS])
+    options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit),
+               *keepalive.CLIENT_OPTIONS]
+    channel = grpc.aio.insecure_channel(address, options=options)
+    weights = grpc.aio.insecure_channel(weights_address, options=options) if weights_address else channel
     actor_id = f"fanin-{k}"
     while True:  # a full learner answers RESOURCE_EXHAUSTED: wait and try again, as an actor does
         try:
@@ -87,7 +88,7 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
             await asyncio.sleep(0.5)
 
     async def watch():  # raw bytes: the actor side's parse is not what this bench measures
-        stream = channel.unary_stream(WATCH_METHOD, request_serializer=pb.WatchRequest.SerializeToString)(
+        stream = weights.unary_stream(WATCH_METHOD, request_serializer=pb.WatchRequest.SerializeToString)(
             pb.WatchRequest(actor_id=actor_id), metadata=meta)
         async for raw in stream:
             books.weights += 1
@@ -135,15 +136,17 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
     await reader
     watcher.cancel()
     await channel.close()
+    if weights is not channel:
+        await weights.close()
 
 
 def client_process(address: str, first: int, count: int, rows_per_batch: int, window: int,
-                   mode, rate, ready, out, token: str | None) -> None:
+                   mode, rate, ready, out, token: str | None, weights_address: str | None = None) -> None:
     rows = random_rows(rows_per_batch, first)
     books = [Books() for _ in range(count)]
 
     async def run_all():
-        tasks = [synthetic_actor(first + i, address, rows, window, mode, rate, ready, b, token)
+        tasks = [synthetic_actor(first + i, address, rows, window, mode, rate, ready, b, token, weights_address)
                  for i, b in enumerate(books)]
         for b, res in zip(books, await asyncio.gather(*tasks, return_exceptions=True)):
             if isinstance(res, BaseException):
@@ -151,6 +154,16 @@ def client_process(address: str, first: int, count: int, rows_per_batch: int, wi
 
     asyncio.run(run_all())
     out.put([vars(b) for b in books])
+
+
+def relay_process(address: str, port, stop) -> None:
+    """One node's weights relay (learner/relay.py), as the driver places one per node."""
+    from learner.relay import WeightRelay
+
+    relay = WeightRelay(address)
+    port.value = relay.port
+    stop.wait()
+    relay.stop()
 
 
 def ack_stats(books: list[dict], t0: float, t1: float) -> dict:
@@ -194,6 +207,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--warmup", type=float, default=3.0, help="before each measured phase")
     ap.add_argument("--publish-every", type=float, default=0.5, help="learner.publish_every_s")
     ap.add_argument("--ingest-process", choices=("auto", "on", "off"), default="auto")
+    ap.add_argument("--relay", action="store_true",
+                    help="actors watch weights through one relay (a node's), not the learner")
     ap.add_argument("--quick", action="store_true", help="CPU-sized: 50 clients, 4 s phases")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -216,8 +231,15 @@ def main(argv: list[str] | None = None) -> dict:
     ctx = mp.get_context("spawn")
     mode, rate, ready, results = ctx.Value("i", IDLE), ctx.Value("d", 0.0), ctx.Value("i", 0), ctx.Queue()
     per = [args.clients // args.procs + (i < args.clients % args.procs) for i in range(args.procs)]
+    relay_port, relay_stop, weights_address = ctx.Value("i", 0), ctx.Event(), None
+    relay = ctx.Process(target=relay_process, args=(learner.address(), relay_port, relay_stop)) if args.relay else None
+    if relay is not None:
+        relay.start()
+        while not relay_port.value and relay.is_alive():
+            time.sleep(0.05)
+        weights_address = f"127.0.0.1:{relay_port.value}"
     procs = [ctx.Process(target=client_process, args=(learner.address(), sum(per[:i]), n, args.rows, args.window,
-                                                      mode, rate, ready, results, cfg.token))
+                                                      mode, rate, ready, results, cfg.token, weights_address))
              for i, n in enumerate(per) if n]
     phases: dict[str, tuple] = {}
     try:
@@ -247,11 +269,13 @@ def main(argv: list[str] | None = None) -> dict:
             p.join(60)
     finally:
         mode.value = STOP
+        relay_stop.set()
         final = learner.stop()
     alone, paced, flat = (phases[k][0] for k in ("alone", "paced", "flat out"))
     rec = dict(
         info, clients=args.clients, procs=len(procs), rows_per_batch=args.rows, window=args.window,
         paced_target=args.paced, device=str(learner.device), ingest=type(learner.ingest).__name__,
+        relay=args.relay, weights_received_bytes=sum(b["weight_bytes"] for b in books),
         **ack_stats(books, *phases["flat out"][1:]),
         transitions_per_s=round(flat["transitions_per_s"]), transitions_per_s_paced=round(paced["transitions_per_s"]),
         updates_per_s_alone=round(alone["updates_per_s"], 1), updates_per_s_paced=round(paced["updates_per_s"], 1),

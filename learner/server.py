@@ -3,8 +3,8 @@ and TLS.
 
 The synchronous server it replaces held one pool thread per open stream; with two streams per
 actor its 128 threads stopped at 64 actors (the 65th could not even handshake). Here a stream
-is a coroutine: the thread count does not grow with actors. Keepalive pings find a dead node's
-half-open connections within `KEEPALIVE_MS + KEEPALIVE_TIMEOUT_MS` instead of TCP's minutes.
+is a coroutine: the thread count does not grow with actors. Keepalive (proto/keepalive.py)
+finds a dead node's half-open connections in seconds instead of TCP's minutes.
 """
 
 from __future__ import annotations
@@ -16,23 +16,9 @@ import threading
 
 import grpc
 
-from learner.servicer import LearnerServicer, parse_batch
-from proto import codec
+from learner.servicer import parse_batch
+from proto import codec, keepalive
 from proto import herd_pb2 as pb
-
-KEEPALIVE_MS = 20_000
-"""Ping an idle connection this often (both sides; actors/client.py pings at the same rate)."""
-KEEPALIVE_TIMEOUT_MS = 10_000
-"""A ping unanswered this long closes the connection and ends its streams."""
-KEEPALIVE_OPTIONS = [
-    ("grpc.keepalive_time_ms", KEEPALIVE_MS),
-    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-    # the clients' pings, every KEEPALIVE_MS, must not count as abuse (GOAWAY too_many_pings)
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
-    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
-]
 
 
 class TokenInterceptor(grpc.aio.ServerInterceptor):
@@ -64,22 +50,24 @@ def is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
-def add_servicer(servicer: LearnerServicer, server: grpc.aio.Server) -> None:
-    """The generated registration, except that PushTransitions parses tolerantly (parse_batch)."""
-    handlers = {
-        "Handshake": grpc.unary_unary_rpc_method_handler(
-            servicer.Handshake, request_deserializer=pb.HandshakeRequest.FromString,
-            response_serializer=pb.HandshakeReply.SerializeToString),
-        "PushTransitions": grpc.stream_stream_rpc_method_handler(
-            servicer.PushTransitions, request_deserializer=parse_batch,
-            response_serializer=pb.PushAck.SerializeToString),
-        "WatchWeights": grpc.unary_stream_rpc_method_handler(
-            servicer.WatchWeights, request_deserializer=pb.WatchRequest.FromString,
-            response_serializer=bytes),  # WatchWeights yields the publisher's serialized bytes
-        "GetStatus": grpc.unary_unary_rpc_method_handler(
-            servicer.GetStatus, request_deserializer=pb.StatusRequest.FromString,
-            response_serializer=pb.LearnerStatus.SerializeToString),
-    }
+METHODS = {  # name: (handler kind, request parser, response serializer)
+    "Handshake": (grpc.unary_unary_rpc_method_handler, pb.HandshakeRequest.FromString,
+                  pb.HandshakeReply.SerializeToString),
+    "PushTransitions": (grpc.stream_stream_rpc_method_handler, parse_batch,
+                        pb.PushAck.SerializeToString),
+    # WatchWeights yields the publisher's serialized bytes
+    "WatchWeights": (grpc.unary_stream_rpc_method_handler, pb.WatchRequest.FromString, bytes),
+    "GetStatus": (grpc.unary_unary_rpc_method_handler, pb.StatusRequest.FromString,
+                  pb.LearnerStatus.SerializeToString),
+}
+
+
+def add_servicer(servicer, server: grpc.aio.Server) -> None:
+    """The generated registration of the methods `servicer` has (a relay: WatchWeights alone),
+    except that PushTransitions parses tolerantly (parse_batch)."""
+    handlers = {name: kind(getattr(servicer, name), request_deserializer=parse,
+                           response_serializer=serialize)
+                for name, (kind, parse, serialize) in METHODS.items() if hasattr(servicer, name)}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("herd.v1.Learner", handlers),))
 
 
@@ -134,7 +122,7 @@ class Server:
                 # A port already held by a live process fails the bind, instead of two servers
                 # (say, a restarted learner beside a stale one) sharing it silently.
                 ("grpc.so_reuseport", 0),
-                *KEEPALIVE_OPTIONS,
+                *keepalive.SERVER_OPTIONS,
             ],
         )
         servicer = factory()

@@ -45,7 +45,38 @@ def parse_batch(raw: bytes):
         return Unparsable(len(raw), f"{type(e).__name__}: {e}")
 
 
-class LearnerServicer:
+class WeightStreams:
+    """WatchWeights: every stream is sent each version newer than it has, the same bytes for all
+    (the learner's servicer, and the per-node relay of learner/relay.py)."""
+
+    def __init__(self, publisher: WeightPublisher):
+        self.publisher = publisher
+        self.stopping = False
+        self.weight_bytes_sent = 0  # PolicyWeights bytes written to all WatchWeights streams
+        self._weights_changed = asyncio.Event()
+
+    def weights_published(self) -> None:
+        """Wake every WatchWeights stream (run on the loop: call_soon_threadsafe)."""
+        changed, self._weights_changed = self._weights_changed, asyncio.Event()
+        changed.set()
+
+    async def WatchWeights(self, request, context):
+        have = request.have_version
+        while not self.stopping and not self.publisher.closed:
+            changed = self._weights_changed
+            newer = self.publisher.newer_wire(have)
+            if newer is None:
+                try:
+                    await asyncio.wait_for(changed.wait(), 0.5)
+                except TimeoutError:
+                    pass
+                continue
+            have, wire = newer  # serialized once per version, not once per actor
+            self.weight_bytes_sent += len(wire)
+            yield wire
+
+
+class LearnerServicer(WeightStreams):
     # Sessions are random 63-bit ids: unguessable, and one minted before a learner restart is
     # unknown afterwards (FAILED_PRECONDITION) instead of colliding with a new one.
     MAX_SESSIONS = 4_096
@@ -55,7 +86,8 @@ class LearnerServicer:
                  learner_id: str, max_batch: int, max_actors: int = 0,
                  obs_limit: float = float(np.finfo(np.float32).max),
                  status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus):
-        self.spec, self.publisher, self.put = spec, publisher, put
+        super().__init__(publisher)
+        self.spec, self.put = spec, put
         self.learner_id, self.max_batch, self.max_actors = learner_id, max_batch, max_actors
         self.obs_limit, self.status = obs_limit, status
         self.sessions: collections.OrderedDict[int, Session] = collections.OrderedDict()
@@ -70,18 +102,8 @@ class LearnerServicer:
         self.transitions = self.nbytes = self.rejected = self.duplicates = 0
         self.refused_actors = 0  # handshakes and streams turned away at max_actors
         self.clamped_versions = 0  # batches naming a policy newer than the newest published
-        self.weight_bytes_sent = 0  # PolicyWeights bytes written to all WatchWeights streams
         self.lags: collections.deque[int] = collections.deque(maxlen=256)
-        self.stopping = False
-        self._weights_changed = asyncio.Event()
 
-    # ---- called from other threads through the loop ----
-    def weights_published(self) -> None:
-        """Wake every WatchWeights stream (run on the loop: call_soon_threadsafe)."""
-        changed, self._weights_changed = self._weights_changed, asyncio.Event()
-        changed.set()
-
-    # ---- RPCs ----
     async def Handshake(self, request, context):
         refusal = handshake_refusal(self.spec, request)
         if refusal:
@@ -193,21 +215,6 @@ class LearnerServicer:
         self.duplicates += 1
         total = self.received.get(batch.actor_id, 0)
         return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total, duplicate=True)
-
-    async def WatchWeights(self, request, context):
-        have = request.have_version
-        while not self.stopping and not self.publisher.closed:
-            changed = self._weights_changed
-            newer = self.publisher.newer_wire(have)
-            if newer is None:
-                try:
-                    await asyncio.wait_for(changed.wait(), 0.5)
-                except TimeoutError:
-                    pass
-                continue
-            have, wire = newer  # serialized once per version, not once per actor
-            self.weight_bytes_sent += len(wire)
-            yield wire
 
     async def GetStatus(self, request, context):
         return self.status()

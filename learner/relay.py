@@ -1,0 +1,85 @@
+"""A per-node weights relay: one WatchWeights stream from the learner, served to every actor of
+its node, so that the learner's outbound weight bytes grow with nodes, not actors.
+
+    learner ──1 stream per node──► WeightRelay (one per node, loopback) ──► the node's actors
+
+Why a relay and not Ray's object store: actors already speak WatchWeights, so they need only
+another address (LearnerClient(weights_address=...)); a relay works wherever gRPC does (the
+bench, docker-compose, `ray start` by hand) and holds each version once, serialized once. The
+object store would ship a version to a node once too, but every actor would need a Ray call
+per version to learn its ObjectRef. bench/fanin.py --relay measures the learner's bytes per
+publish with one.
+
+The relay serves what it has: a learner restarted from an older checkpoint publishes lower
+versions, which reach the node's actors once they pass the last version the relay had.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+import grpc
+
+from learner.publisher import WeightPublisher
+from learner.server import Server
+from learner.servicer import WeightStreams
+from proto import codec, keepalive
+from proto import herd_pb2 as pb
+
+log = logging.getLogger("herd.relay")
+WATCH = "/herd.v1.Learner/WatchWeights"
+
+
+class WeightRelay:
+    """Follows the learner at `learner_address`; serves WatchWeights on host:port (loopback
+    by default: the node's own actors)."""
+
+    def __init__(self, learner_address: str, *, host: str = "127.0.0.1", port: int = 0,
+                 token: str | None = None, max_message_mb: int = 64, name: str = "relay"):
+        self.learner_address, self.name = learner_address, name
+        self.publisher = WeightPublisher()
+        self.server = Server(lambda: WeightStreams(self.publisher), host, port, token,
+                             max_message_mb)
+        self.port = self.server.port
+        self.publisher.subscribe(lambda: self.server.call(self.server.servicer.weights_published))
+        self._metadata = ((codec.TOKEN_HEADER, token),) if token else ()
+        limit = max_message_mb * 2**20
+        self._channel = grpc.insecure_channel(learner_address, options=[
+            ("grpc.max_receive_message_length", limit), *keepalive.CLIENT_OPTIONS])
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="herd-relay", daemon=True)
+        self._thread.start()
+
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _follow(self) -> None:
+        watch = self._channel.unary_stream(WATCH, request_serializer=pb.WatchRequest.SerializeToString)
+        delay = 0.2
+        while not self._closed.is_set():
+            try:
+                stream = watch(pb.WatchRequest(actor_id=self.name, have_version=self.publisher.version),
+                               metadata=self._metadata)
+                for raw in stream:
+                    delay = 0.2
+                    self.publisher.publish(pb.PolicyWeights.FromString(raw))
+            except grpc.RpcError as e:
+                if self._closed.is_set():
+                    return
+                log.info("relay: learner at %s unreachable (%s); retrying in %.1fs",
+                         self.learner_address, e.code().name, delay)
+            self._closed.wait(delay * (0.5 + random.random()))
+            delay = min(2 * delay, 5.0)
+
+    def stats(self) -> dict:
+        return {"policy_version": self.publisher.version,
+                "weight_bytes_sent": self.server.servicer.weight_bytes_sent}
+
+    def stop(self) -> None:
+        self._closed.set()
+        self._channel.close()
+        self.publisher.close()
+        self.server.stop(grace=0.5)
+        self._thread.join(timeout=10)
