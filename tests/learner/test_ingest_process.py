@@ -1,0 +1,130 @@
+"""Ingest in its own process (learner.ingest_process: on): the same answers and books as in
+process, batches larger than a shared slot arrive whole and in order, GetStatus answers from
+the child, and the child never outlives a killed learner (its port is free again)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from learner.config import LearnerConfig
+from learner.ingest_proc import SLOT_ROWS
+from learner.service import Learner
+from proto import codec
+from proto import herd_pb2 as pb
+from proto import herd_pb2_grpc as pb_grpc
+from tests.learner.test_bad_input import Stream, rows
+
+ROOT = Path(__file__).resolve().parents[2]
+BIG = 2 * SLOT_ROWS + 100  # three shared slots
+
+
+@pytest.fixture(scope="module")
+def learner(spec):
+    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+                                hidden_sizes=(32, 32), max_batch=BIG, ingest_process="on"), spec)
+    yield lrn
+    lrn.stop()
+
+
+def handshake(channel, spec, actor, incarnation=0):
+    return pb_grpc.LearnerStub(channel).Handshake(
+        pb.HandshakeRequest(actor_id=actor, spec=spec, incarnation=incarnation)).session_id
+
+
+def settled(learner):
+    deadline = time.monotonic() + 10
+    while learner.buffer.inserted < learner.received and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return learner.status_dict()
+
+
+def test_answers_and_books_as_in_process(learner, spec):
+    with grpc.insecure_channel(learner.address()) as ch:
+        s = Stream(ch)
+        sid = handshake(ch, spec, "p", incarnation=3)
+        bad = rows(8)
+        bad["reward"][2] = np.nan
+        ack = s.send(codec.pack_batch(bad, session_id=sid, actor_id="p", seq=1, policy_version=0))
+        assert ack.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "NaN" in ack.message
+        assert s.send(codec.pack_batch(rows(8), session_id=sid, actor_id="p", seq=1,
+                                       policy_version=0)).code == 0
+        s.close()
+        again = Stream(ch)  # the ack "lost": the same batch on a new connection
+        sid = handshake(ch, spec, "p", incarnation=3)
+        dup = again.send(codec.pack_batch(rows(8), session_id=sid, actor_id="p", seq=1,
+                                          policy_version=0))
+        assert dup.code == 0 and dup.duplicate
+        again.close()
+        st = settled(learner)
+        assert (st["received"], st["inserted"], st["rejected_batches"], st["duplicate_batches"]) == (8, 8, 1, 1)
+        assert learner.servicer.received == {"p": 8}
+        time.sleep(1.2)  # the child's GetStatus answers from the learner's status of a second ago
+        status = pb_grpc.LearnerStub(ch).GetStatus(pb.StatusRequest())
+        assert status.learner_id == learner.learner_id and status.received == 8
+
+
+def test_batch_larger_than_a_slot_arrives_whole_in_order(learner, spec):
+    before = settled(learner)["inserted"]
+    r = rows(BIG)
+    r["reward"] = np.arange(BIG, dtype=np.float32)
+    with grpc.insecure_channel(learner.address()) as ch:
+        s = Stream(ch)
+        sid = handshake(ch, spec, "big")
+        assert s.send(codec.pack_batch(r, session_id=sid, actor_id="big", seq=1, policy_version=0)).code == 0
+        s.close()
+    assert settled(learner)["inserted"] == before + BIG
+    ring = learner.buffer
+    np.testing.assert_array_equal(ring.reward[before:before + BIG].cpu().numpy(), r["reward"])
+    np.testing.assert_allclose(ring.obs[before:before + BIG].cpu().numpy(), r["obs"])
+
+
+def test_ingest_process_dies_with_a_killed_learner(spec):
+    script = (
+        f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from tests.learner.test_ingest_process import spawn_learner\n"
+        "lrn = spawn_learner()\n"
+        "print(lrn.ingest._proc.pid, lrn.port, flush=True)\n"
+        "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child, port = map(int, parent.stdout.readline().split())
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the ingest process outlived its learner"
+        with socket.socket() as s:  # nothing holds the port
+            s.bind(("127.0.0.1", port))
+    finally:
+        parent.kill()
+
+
+def spawn_learner() -> Learner:
+    """A learner with its ingest process, for the kill test's own interpreter."""
+    from actors.config import EnvConfig
+    from actors.envs import describe, make_env
+
+    d = describe(make_env(EnvConfig(id="InvertedPendulum-v5")))
+    spec = codec.spec_to_proto("InvertedPendulum-v5", d["obs_shape"], d["obs_dtype"], d["action_shape"],
+                               d["action_low"], d["action_high"])
+    return Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
+                                 hidden_sizes=(8,), ingest_process="on"), spec)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has gone
+    except FileNotFoundError:
+        return False
