@@ -6,6 +6,7 @@ agree byte for byte, so it lives with the contract.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -150,7 +151,7 @@ def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.nd
         raw = getattr(batch, name)
         if not raw and name in OPTIONAL_FIELDS:
             continue
-        row = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        row = dtype.itemsize * math.prod(shape)  # np.prod costs more than the rest of the loop
         if len(raw) != batch.count * row:
             raise ValueError(
                 f"field '{name}' has {len(raw)} bytes; {batch.count} rows of shape {shape} "
