@@ -10,19 +10,19 @@ only copies packed rows out of shared memory:
     parent:  take() ─► views of the slots ─► ring (RingWriter) ─► next take() frees them ─► child
 
 Control (weights to serve, the learner's status for GetStatus, counts, stop) goes over a second
-pipe. The child dies with its parent (PR_SET_PDEATHSIG): a killed learner leaves no process
-holding its port.
+pipe. The child ends when that pipe does, which the kernel closes when the learner's process
+dies however it dies: a killed learner leaves no process holding its port. (Not
+PR_SET_PDEATHSIG: it fires when the *thread* that started the child ends, and a threaded Ray
+actor may construct the learner on a pool thread.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import ctypes
 import mmap
 import multiprocessing as mp
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -200,10 +200,7 @@ def _row_width(layout: dict) -> int:
 
 def main(data_fd: int, ctrl_fd: int) -> None:
     """The ingest process: Ingest's server and servicer, packing into the shared slots."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: go when the learner goes
     data, ctrl = Connection(data_fd), Connection(ctrl_fd)
-    if os.getppid() == 1:  # the learner died before the line above
-        return
     spec_bytes, layout, server, shm_name, slots, rows = ctrl.recv()
     from learner.ingest import counts
     from learner.replay import ReplayBuffer
@@ -236,7 +233,7 @@ def main(data_fd: int, ctrl_fd: int) -> None:
     while True:
         try:
             kind, *args = ctrl.recv()
-        except EOFError:  # the learner went away
+        except (EOFError, OSError):  # the learner went away, however it went
             srv.stop(0)
             return
         if kind == "weights":
