@@ -205,7 +205,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--paced", type=float, default=100_000, help="paced phase: transitions/s in all")
     ap.add_argument("--seconds", type=float, default=10.0, help="per measured phase")
     ap.add_argument("--warmup", type=float, default=3.0, help="before each measured phase")
-    ap.add_argument("--publish-every", type=float, default=0.5, help="learner.publish_every_s")
+    ap.add_argument("--publish-every", type=float, default=None,
+                    help="learner.publish_every_s (default: the config's, else 0.5)")
+    ap.add_argument("--config", default=None, help="take the learner's sizes from a job config's learner: section")
     ap.add_argument("--ingest-process", choices=("auto", "on", "off"), default="auto")
     ap.add_argument("--relay", action="store_true",
                     help="actors watch weights through one relay (a node's), not the learner")
@@ -220,13 +222,17 @@ def main(argv: list[str] | None = None) -> dict:
     info = header("Herd fan-in: synthetic actors -> one learner")
     out = result_path("fanin", args.out, args.quick)
 
+    from bench.common import learner_from
     from learner.config import LearnerConfig
     from learner.service import Learner
 
     min_replay = 5_000 if args.quick else 50_000
-    cfg = LearnerConfig(**{"replay_ratio": None, "min_replay_size": min_replay, "max_batch": max(4096, args.rows),
-                           "max_actors": max(2_000, args.clients), "publish_every_s": args.publish_every,
-                           "ingest_process": args.ingest_process, **small})
+    make = (lambda **kw: learner_from(args.config, **kw)) if args.config else LearnerConfig
+    cfg = make(**{
+        "replay_ratio": None, "min_replay_size": min_replay, "max_batch": max(4096, args.rows),
+        "max_actors": max(2_000, args.clients), "ingest_process": args.ingest_process,
+        "host": "127.0.0.1", "token": None, **small,
+        **({"publish_every_s": args.publish_every} if args.publish_every else {})})
     learner = Learner(cfg, humanoid_spec())
     ctx = mp.get_context("spawn")
     mode, rate, ready, results = ctx.Value("i", IDLE), ctx.Value("d", 0.0), ctx.Value("i", 0), ctx.Queue()
@@ -267,6 +273,7 @@ def main(argv: list[str] | None = None) -> dict:
         books = [b for _ in procs for b in results.get(timeout=300)]
         for p in procs:
             p.join(60)
+        message = len(learner.publisher.newer_wire(0)[1])  # one version's PolicyWeights bytes
     finally:
         mode.value = STOP
         relay_stop.set()
@@ -275,6 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
     rec = dict(
         info, clients=args.clients, procs=len(procs), rows_per_batch=args.rows, window=args.window,
         paced_target=args.paced, device=str(learner.device), ingest=type(learner.ingest).__name__,
+        config=args.config, batch_size=cfg.batch_size, publish_every_s=cfg.publish_every_s,
         relay=args.relay, weights_received_bytes=sum(b["weight_bytes"] for b in books),
         **ack_stats(books, *phases["flat out"][1:]),
         transitions_per_s=round(flat["transitions_per_s"]), transitions_per_s_paced=round(paced["transitions_per_s"]),
@@ -283,6 +291,7 @@ def main(argv: list[str] | None = None) -> dict:
         update_retention_100k=round(paced["updates_per_s"] / alone["updates_per_s"], 3) if alone["updates_per_s"] else None,
         update_retention_flat_out=round(flat["updates_per_s"] / alone["updates_per_s"], 3) if alone["updates_per_s"] else None,
         weight_bytes_per_s=round(flat["weight_bytes_per_s"]), weight_bytes_per_publish=round(flat["weight_bytes_per_publish"]),
+        weights_message_bytes=message, weight_copies_per_publish=round(flat["weight_bytes_per_publish"] / message, 2),
         stalled_paced=ack_stats(books, *phases["paced"][1:])["stalled"],
         p99_ack_ms_paced=ack_stats(books, *phases["paced"][1:])["p99_ack_ms"],
         refused=sum(b["refused"] for b in books), rejected=sum(b["errors"] for b in books),
