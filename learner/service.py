@@ -187,23 +187,79 @@ class Learner:
         return self.publisher.wait_newer(0, timeout=0)
 
     def save(self, path: str, save_replay: bool = False) -> str:
-        """Atomic checkpoint: model.pt (+ replay.pt) written under temporary names, then renamed."""
+        """Durable, atomic checkpoint: model.pt (and replay.pt with save_replay) written under
+        temporary names and fsynced, then renamed, then the directory fsynced. A failed write
+        (disk full) removes the temporary files and raises OSError (errno, one line); the
+        previous checkpoint stays whole and training goes on. The rows go to disk outside the
+        model lock: training waits only for the host copy."""
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
-        with self._model_lock:  # a consistent snapshot between two updates
+        with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
             # publish these very networks, so the checkpoint's policy_version names them
             self._publish()
             state = self._snapshot()
-            if save_replay:
-                self.buffer.save(out / "replay.pt")
-        tmp = out / "model.pt.tmp"
-        torch.save(state, tmp)
-        os.replace(tmp, out / "model.pt")
+            rows = self.buffer.state_dict() if save_replay else None  # a host copy of the rows
+            if rows is not None and self.device.type == "cpu":  # ... there, views of the ring
+                rows = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in rows.items()}
+
+        def write(obj, tmp: Path) -> None:
+            failed: list[OSError] = []
+            try:
+                with open(tmp, "wb") as f:
+                    class Sink:  # torch reports a failed write only as "unexpected pos": keep it
+                        def write(self, b):
+                            try:
+                                return f.write(b)
+                            except OSError as e:
+                                failed.append(e)
+                                raise
+
+                        def flush(self):
+                            f.flush()
+
+                    torch.save(obj, Sink())
+                    f.flush()
+                    os.fsync(f.fileno())
+            except (OSError, RuntimeError) as e:
+                cause = failed[0] if failed else e
+                raise OSError(getattr(cause, "errno", None),
+                              f"checkpoint not written ({tmp.name[:-4]}): "
+                              f"{getattr(cause, 'strerror', None) or cause}", str(out)) from None
+
+        # every file written in full before any is renamed: a failure leaves the previous
+        # checkpoint's pair as it was
+        files = [(state, out / "model.pt")]
+        if rows is not None:
+            files.insert(0, (rows, out / "replay.pt"))  # renamed first: restore() checks the pair
+        tmps = [final.with_name(final.name + ".tmp") for _, final in files]
+        try:
+            for (obj, _), tmp in zip(files, tmps):
+                write(obj, tmp)
+        except OSError:
+            for tmp in tmps:
+                tmp.unlink(missing_ok=True)
+            raise
+        for (_, final), tmp in zip(files, tmps):
+            os.replace(tmp, final)
+        fd = os.open(out, os.O_RDONLY)  # the renames themselves survive a power cut
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         return str(out)
 
     def _snapshot(self) -> dict:
+        def copied(x):  # the training thread updates the live tensors in place after the lock
+            if isinstance(x, torch.Tensor):
+                return x.detach().to("cpu", copy=True)
+            if isinstance(x, dict):
+                return {k: copied(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return type(x)(copied(v) for v in x)
+            return x
+
         return {
-            "sac": self.sac.state_dict(),
+            "sac": copied(self.sac.state_dict()),
             "updates": self.updates,
             "received": self.received,
             "inserted": self.buffer.inserted,

@@ -68,3 +68,37 @@ def test_the_cli_refuses_a_crafted_checkpoint_in_one_line(crafted, tmp_path):
     assert r.returncode == 2 and "refused to load" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not marker.exists()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB tmpfs: the disk of a full machine (needs root for mount)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    path = tmp_path / "tiny"
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(path)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    yield path
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_fails_the_save_in_one_line_and_leaves_no_partial_file(make_learner, tiny_disk):
+    import time
+
+    learner = make_learner(min_replay_size=100, buffer_capacity=2_000, hidden_sizes=(256, 256))
+    ckpt = tiny_disk / "checkpoint"
+    with pytest.raises(OSError) as e:  # 256x256 networks and Adam's moments: > 1 MB
+        learner.save(str(ckpt), save_replay=True)
+    assert e.value.errno == 28 and "checkpoint not written" in str(e.value)
+    assert "No space left on device" in str(e.value) and "\n" not in str(e.value)
+    assert list(ckpt.iterdir()) == []  # neither replay.pt(.tmp) nor model.pt(.tmp) left behind
+    # the learner goes on: a save elsewhere works and restores
+    good = tiny_disk.parent / "good"
+    learner.save(str(good))
+    state = torch.load(good / "model.pt", weights_only=True)
+    assert state["updates"] == learner.updates
+    time.sleep(0.1)
+    assert learner.status_dict()["learner_id"]  # no failure surfaced by the training thread
