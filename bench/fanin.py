@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: bench/ must not shadow the pac
 
 import numpy as np
 
-from bench.common import console, header, result_path, save
+from bench.common import console, header, proc_cpu_s, result_path, save
 from bench.ingest import ACT, BOUND, OBS, humanoid_spec
 
 IDLE, PUSH, STOP = 0, 1, 2
@@ -184,12 +184,19 @@ def ack_stats(books: list[dict], t0: float, t1: float) -> dict:
 
 
 def measure(learner, seconds: float) -> tuple[dict, float, float]:
+    """Rates over `seconds`, and the cores the learner's process and its ingest process used
+    (an ingest process near 1.0 is the ceiling of one ingest loop)."""
+    child = getattr(learner.ingest, "_proc", None)
+    pids = (os.getpid(), child.pid if child is not None else None)
+    c0 = [proc_cpu_s(p) if p else 0.0 for p in pids]
     s0, t0 = learner.status_dict(), time.monotonic()
     time.sleep(seconds)
     s1, t1 = learner.status_dict(), time.monotonic()
+    c1 = [proc_cpu_s(p) if p else 0.0 for p in pids]
     dt = t1 - t0
     versions = max(1, s1["policy_version"] - s0["policy_version"])
-    return dict(updates_per_s=(s1["updates"] - s0["updates"]) / dt,
+    return dict(learner_cores=(c1[0] - c0[0]) / dt, ingest_cores=(c1[1] - c0[1]) / dt,
+                updates_per_s=(s1["updates"] - s0["updates"]) / dt,
                 transitions_per_s=(s1["inserted"] - s0["inserted"]) / dt,
                 weight_bytes_per_s=(s1["weight_bytes_sent"] - s0["weight_bytes_sent"]) / dt,
                 weight_bytes_per_publish=(s1["weight_bytes_sent"] - s0["weight_bytes_sent"]) / versions), t0, t1
@@ -268,7 +275,8 @@ def main(argv: list[str] | None = None) -> dict:
             phases[name] = measure(learner, args.seconds)
             got = phases[name][0]
             console.print(f"  {name:>8}: {got['transitions_per_s']:>10,.0f} transitions/s "
-                          f"{got['updates_per_s']:>7,.0f} updates/s  weights {got['weight_bytes_per_s'] / 1e6:,.1f} MB/s")
+                          f"{got['updates_per_s']:>7,.0f} updates/s  weights {got['weight_bytes_per_s'] / 1e6:,.1f} MB/s"
+                          f"  cores: learner {got['learner_cores']:.2f} ingest {got['ingest_cores']:.2f}")
         mode.value = STOP
         books = [b for _ in procs for b in results.get(timeout=300)]
         for p in procs:
@@ -291,6 +299,7 @@ def main(argv: list[str] | None = None) -> dict:
         update_retention_100k=round(paced["updates_per_s"] / alone["updates_per_s"], 3) if alone["updates_per_s"] else None,
         update_retention_flat_out=round(flat["updates_per_s"] / alone["updates_per_s"], 3) if alone["updates_per_s"] else None,
         weight_bytes_per_s=round(flat["weight_bytes_per_s"]), weight_bytes_per_publish=round(flat["weight_bytes_per_publish"]),
+        learner_cores=round(flat["learner_cores"], 2), ingest_cores=round(flat["ingest_cores"], 2),
         weights_message_bytes=message, weight_copies_per_publish=round(flat["weight_bytes_per_publish"] / message, 2),
         stalled_paced=ack_stats(books, *phases["paced"][1:])["stalled"],
         p99_ack_ms_paced=ack_stats(books, *phases["paced"][1:])["p99_ack_ms"],

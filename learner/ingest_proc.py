@@ -156,6 +156,7 @@ class SlotStaging:
         self.blocks, self.pack, self.data = blocks, pack, data
         self.rows = blocks.shape[1]
         self.free = collections.deque(range(blocks.shape[0]))
+        self._filled: list[tuple[int, int]] = []  # (slot, rows) not yet named to the parent
         self._space: asyncio.Event | None = None
 
     def attach(self) -> None:
@@ -183,13 +184,18 @@ class SlotStaging:
                 return False
             if len(self.free) < need:
                 return False
-        named = []
         for lo in range(0, n, self.rows):
             slot = self.free.popleft()
             self.pack({k: v[lo:lo + self.rows] for k, v in arrays.items()}, out=self.blocks[slot])
-            named.append((slot, min(self.rows, n - lo)))
-        self.data.send(named)
+            self._filled.append((slot, min(self.rows, n - lo)))
+        if len(self._filled) == need:  # the first of this loop pass: name them all at its end
+            self._loop.call_soon(self._name_filled)
         return True
+
+    def _name_filled(self) -> None:
+        """One pipe message for all the slots filled in a pass of the loop, not one per batch."""
+        filled, self._filled = self._filled, []
+        self.data.send(filled)
 
 
 def _row_width(layout: dict) -> int:
