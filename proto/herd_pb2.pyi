@@ -35,16 +35,18 @@ class HandshakeRequest(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., spec: _Optional[_Union[EnvSpec, _Mapping]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class HandshakeReply(_message.Message):
-    __slots__ = ("session_id", "policy_version", "max_batch", "learner_id")
+    __slots__ = ("session_id", "policy_version", "max_batch", "learner_id", "ingest_port")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     LEARNER_ID_FIELD_NUMBER: _ClassVar[int]
+    INGEST_PORT_FIELD_NUMBER: _ClassVar[int]
     session_id: int
     policy_version: int
     max_batch: int
     learner_id: str
-    def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ...) -> None: ...
+    ingest_port: int
+    def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ..., ingest_port: _Optional[int] = ...) -> None: ...
 
 class TransitionBatch(_message.Message):
     __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated", "discount")
