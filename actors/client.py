@@ -38,21 +38,19 @@ class LearnerClient:
         limit = max_message_mb * 1024 * 1024
         options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit),
                    *keepalive.CLIENT_OPTIONS]
+        creds = None
         if tls_ca:
             with open(tls_ca, "rb") as f:
                 creds = grpc.ssl_channel_credentials(root_certificates=f.read())
-            self._channel = grpc.secure_channel(address, creds, options=options)
-        else:
-            self._channel = grpc.insecure_channel(address, options=options)
+        self._dial = lambda where: (grpc.secure_channel(where, creds, options=options) if creds
+                                    else grpc.insecure_channel(where, options=options))
+        self._channel = self._dial(address)
         self._stub = pb_grpc.LearnerStub(self._channel)
         self._weights_channel = (grpc.insecure_channel(weights_address, options=options)
                                  if weights_address else None)
         self._weights_stub = pb_grpc.LearnerStub(self._weights_channel or self._channel)
-        # batches go out as hand-serialized WireBatch bytes (proto/codec.py), built by one join
-        # instead of protobuf's encoder (twice, counting ByteSize)
-        self._push_call = self._channel.stream_stream(
-            "/herd.v1.Learner/PushTransitions", request_serializer=codec.WireBatch.SerializeToString,
-            response_deserializer=pb.PushAck.FromString)
+        self._push_at(address, self._channel)
+
         self._lock = threading.Condition()
         self._pending: collections.OrderedDict[int, codec.WireBatch] = collections.OrderedDict()
         self._sent_at: dict[int, float] = {}
@@ -114,14 +112,34 @@ class LearnerClient:
             if self._outbox is not None:
                 self._outbox.put(_CLOSE)
         self._channel.close()
+        if self._push_channel is not self._channel:
+            self._push_channel.close()
         if self._weights_channel is not None:
             self._weights_channel.close()
 
     # ---- background threads ----
+    def _push_at(self, address: str, channel: grpc.Channel) -> None:
+        """Push (and handshake) through `channel`, to `address`."""
+        self._push_address, self._push_channel = address, channel
+        # batches go out as hand-serialized WireBatch bytes (proto/codec.py), built by one join
+        # instead of protobuf's encoder (twice, counting ByteSize)
+        self._push_call = channel.stream_stream(
+            "/herd.v1.Learner/PushTransitions", request_serializer=codec.WireBatch.SerializeToString,
+            response_deserializer=pb.PushAck.FromString)
+
     def _handshake(self) -> None:
-        reply = self._stub.Handshake(
-            pb.HandshakeRequest(actor_id=self.actor_id, spec=self.spec, incarnation=self.incarnation),
-            metadata=self._metadata, timeout=10)
+        request = pb.HandshakeRequest(actor_id=self.actor_id, spec=self.spec, incarnation=self.incarnation)
+        reply = self._stub.Handshake(request, metadata=self._metadata, timeout=10)
+        # One of several ingest processes is this actor's (ingest_port): push there. None named
+        # (a learner restarted with one): push to the address dialled.
+        home = f"{self.address.rsplit(':', 1)[0]}:{reply.ingest_port}" if reply.ingest_port else self.address
+        if home != self._push_address:
+            if self._push_channel is not self._channel:
+                self._push_channel.close()
+            self._push_at(home, self._channel if home == self.address else self._dial(home))
+        if reply.ingest_port:
+            reply = pb_grpc.LearnerStub(self._push_channel).Handshake(
+                request, metadata=self._metadata, timeout=10)
         if self.learner_id and reply.learner_id != self.learner_id:
             log.warning("learner restarted (%s -> %s)", self.learner_id, reply.learner_id)
             self.policy_version = 0  # the new learner's versions may start lower

@@ -75,11 +75,16 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
     channel = grpc.aio.insecure_channel(address, options=options)
     weights = grpc.aio.insecure_channel(weights_address, options=options) if weights_address else channel
     actor_id = f"fanin-{k}"
+    request = pb.HandshakeRequest(actor_id=actor_id, spec=humanoid_spec(), incarnation=k + 1)
+    push = channel
     while True:  # a full learner answers RESOURCE_EXHAUSTED: wait and try again, as an actor does
         try:
-            reply = await pb_grpc.LearnerStub(channel).Handshake(
-                pb.HandshakeRequest(actor_id=actor_id, spec=humanoid_spec(), incarnation=k + 1),
-                metadata=meta, timeout=60)
+            reply = await pb_grpc.LearnerStub(channel).Handshake(request, metadata=meta, timeout=60)
+            if reply.ingest_port:  # several ingest processes: this actor's is on that port
+                if push is channel:
+                    push = grpc.aio.insecure_channel(f"{address.rsplit(':', 1)[0]}:{reply.ingest_port}",
+                                                     options=options)
+                reply = await pb_grpc.LearnerStub(push).Handshake(request, metadata=meta, timeout=60)
             break
         except grpc.aio.AioRpcError as e:
             if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -95,7 +100,7 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
             books.weight_bytes += len(raw)
 
     watcher = asyncio.create_task(watch())
-    call = channel.stream_stream(PUSH_METHOD, request_serializer=codec.WireBatch.SerializeToString,
+    call = push.stream_stream(PUSH_METHOD, request_serializer=codec.WireBatch.SerializeToString,
                                  response_deserializer=pb.PushAck.FromString)(metadata=meta)
     batch = codec.WireBatch(rows, session_id=reply.session_id, actor_id=actor_id, seq=0,
                             policy_version=0)
@@ -135,9 +140,8 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
     await call.done_writing()
     await reader
     watcher.cancel()
-    await channel.close()
-    if weights is not channel:
-        await weights.close()
+    for ch in {channel, push, weights}:
+        await ch.close()
 
 
 def client_process(address: str, first: int, count: int, rows_per_batch: int, window: int,
@@ -186,16 +190,15 @@ def ack_stats(books: list[dict], t0: float, t1: float) -> dict:
 def measure(learner, seconds: float) -> tuple[dict, float, float]:
     """Rates over `seconds`, and the cores the learner's process and its ingest process used
     (an ingest process near 1.0 is the ceiling of one ingest loop)."""
-    child = getattr(learner.ingest, "_proc", None)
-    pids = (os.getpid(), child.pid if child is not None else None)
-    c0 = [proc_cpu_s(p) if p else 0.0 for p in pids]
+    pids = (os.getpid(), *getattr(learner.ingest, "pids", ()))
+    c0 = [proc_cpu_s(p) for p in pids]
     s0, t0 = learner.status_dict(), time.monotonic()
     time.sleep(seconds)
     s1, t1 = learner.status_dict(), time.monotonic()
-    c1 = [proc_cpu_s(p) if p else 0.0 for p in pids]
+    c1 = [proc_cpu_s(p) for p in pids]
     dt = t1 - t0
     versions = max(1, s1["policy_version"] - s0["policy_version"])
-    return dict(learner_cores=(c1[0] - c0[0]) / dt, ingest_cores=(c1[1] - c0[1]) / dt,
+    return dict(learner_cores=(c1[0] - c0[0]) / dt, ingest_cores=sum(c1[1:]) / dt - sum(c0[1:]) / dt,
                 updates_per_s=(s1["updates"] - s0["updates"]) / dt,
                 transitions_per_s=(s1["inserted"] - s0["inserted"]) / dt,
                 weight_bytes_per_s=(s1["weight_bytes_sent"] - s0["weight_bytes_sent"]) / dt,
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="learner.publish_every_s (default: the config's, else 0.5)")
     ap.add_argument("--config", default=None, help="take the learner's sizes from a job config's learner: section")
     ap.add_argument("--ingest-process", choices=("auto", "on", "off"), default="auto")
+    ap.add_argument("--ingest-processes", type=int, default=1, help="learner.ingest_processes")
     ap.add_argument("--relay", action="store_true",
                     help="actors watch weights through one relay (a node's), not the learner")
     ap.add_argument("--quick", action="store_true", help="CPU-sized: 50 clients, 4 s phases")
@@ -238,6 +242,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = make(**{
         "replay_ratio": None, "min_replay_size": min_replay, "max_batch": max(4096, args.rows),
         "max_actors": max(2_000, args.clients), "ingest_process": args.ingest_process,
+        "ingest_processes": args.ingest_processes,
         "host": "127.0.0.1", "token": None, **small,
         **({"publish_every_s": args.publish_every} if args.publish_every else {})})
     learner = Learner(cfg, humanoid_spec())
@@ -290,7 +295,7 @@ def main(argv: list[str] | None = None) -> dict:
     rec = dict(
         info, clients=args.clients, procs=len(procs), rows_per_batch=args.rows, window=args.window,
         paced_target=args.paced, device=str(learner.device), ingest=type(learner.ingest).__name__,
-        config=args.config, batch_size=cfg.batch_size, publish_every_s=cfg.publish_every_s,
+        config=args.config, batch_size=cfg.batch_size, ingest_processes=cfg.ingest_processes, publish_every_s=cfg.publish_every_s,
         relay=args.relay, weights_received_bytes=sum(b["weight_bytes"] for b in books),
         **ack_stats(books, *phases["flat out"][1:]),
         transitions_per_s=round(flat["transitions_per_s"]), transitions_per_s_paced=round(paced["transitions_per_s"]),

@@ -119,11 +119,18 @@ class LearnerConfig(BaseModel):
     ingest_process: Literal["auto", "on", "off"] = "auto"
     """Run ingest (gRPC, validation, dedup, packing) in a process of its own, so that its Python
     never takes the training thread's GIL (learner/ingest_proc.py); 'auto': on with CUDA."""
+    ingest_processes: int = Field(1, ge=1)
+    """Ingest processes (with ingest_process on): each on a port of its own, the first on
+    `port`; actors are sent to theirs at handshake. More when one process's core is the limit
+    (bench/fanin.py reports ingest_cores)."""
     max_actors: int = Field(2_000, ge=0)
     """Actors streaming at once; one more is refused at once with RESOURCE_EXHAUSTED (its log
     says so and it retries with backoff), counted as refused_actors. 0: no bound."""
     num_cpus: float = Field(1.0, ge=0)
     """Ray CPUs reserved for the learner actor."""
+    num_gpus: float | None = Field(None, ge=0, le=1)
+    """Ray GPUs for the learner actor; null: a whole one where the cluster has one. A fraction
+    lets several jobs share a GPU (`herd tune --concurrent`)."""
     num_threads: int = Field(1, ge=1)
     """torch CPU threads for the learner process."""
     max_restarts: int = Field(3, ge=-1)

@@ -10,7 +10,8 @@ only copies packed rows out of shared memory:
     parent:  take() ─► views of the slots ─► ring (RingWriter) ─► next take() frees them ─► child
 
 Control (weights to serve, the learner's status for GetStatus, counts, stop) goes over a second
-pipe. The child ends when that pipe does, which the kernel closes when the learner's process
+pipe. Where one process's core is the limit (bench/fanin.py's ingest_cores), several run side
+by side, each actor sent to its own at handshake (IngestProcess). The child ends when that pipe does, which the kernel closes when the learner's process
 dies however it dies: a killed learner leaves no process holding its port. (Not
 PR_SET_PDEATHSIG: it fires when the *thread* that started the child ends, and a threaded Ray
 actor may construct the learner on a pool thread.)
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from multiprocessing import shared_memory
+from multiprocessing import connection, shared_memory
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -42,14 +43,100 @@ SLOT_ROWS = 512
 
 
 class IngestProcess:
-    """Ingest's interface (take, counts, port, stop) with the work in a child process."""
+    """Ingest's interface (take, counts, port, stop) with the work in `processes` children.
+
+    With several, each listens on a port of its own (the first on learner.port) and an
+    actor's handshake anywhere is answered with its home process's port (HandshakeReply
+    .ingest_port, by a stable hash of actor_id): every connection of an actor goes to one
+    process, which keeps its dedup exact. max_actors is shared out evenly among them."""
 
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
-                 staging_batches: int, max_batch: int, status, pin: bool = False, **server):
+                 staging_batches: int, max_batch: int, status, pin: bool = False,
+                 processes: int = 1, **server):
         """`layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
-        one_step_discount) the child packs rows with; `server`: Ingest's keyword arguments;
+        one_step_discount) the children pack rows with; `server`: Ingest's keyword arguments;
         `pin`: page-lock the slots (CUDA), so rows go from them to the device by DMA alone."""
-        self.slot_rows = rows = min(max_batch, SLOT_ROWS)
+        if server.get("max_actors"):
+            server["max_actors"] = -(-server["max_actors"] // processes)
+        server.update(max_batch=max_batch, peers=processes > 1)
+        self.children = [_Child(spec, layout, dict(server, port=server["port"] if k == 0 else 0),
+                                staging_batches, pin) for k in range(processes)]
+        try:
+            ports = [c.ready() for c in self.children]
+        except BaseException:
+            for c in self.children:
+                c.proc.kill()
+            raise
+        if processes > 1:
+            for c in self.children:
+                c.request("peers", ports, c.port)
+        self.port = ports[0]
+        self._publisher = publisher
+        self._status, self._stopped = status, threading.Event()
+        publisher.subscribe(self._forward_weights)
+        self._forward_weights()
+        self._feeder = threading.Thread(target=self._feed_status, name="herd-ingest-status",
+                                        daemon=True)
+        self._feeder.start()
+
+    @property
+    def pids(self) -> list[int]:
+        return [c.proc.pid for c in self.children]
+
+    def _forward_weights(self) -> None:
+        latest = self._publisher.newer_wire(0)
+        if latest is not None and not self._stopped.is_set():
+            for c in self.children:
+                c.request("weights", latest[1])
+
+    def _feed_status(self) -> None:
+        """The learner's status, once a second, for the children's GetStatus answers."""
+        while not self._stopped.wait(1.0):
+            try:
+                status = self._status().SerializeToString()
+                for c in self.children:
+                    c.request("status", status)
+            except (RuntimeError, OSError):  # stopping, or a child is gone (counts() says so)
+                return
+
+    def take(self, limit: int, timeout: float = 0.0) -> list[torch.Tensor]:
+        """Views of up to `limit` filled slots; the previous call's slots go back to their
+        children (the trainer has copied them into the ring by then)."""
+        for c in self.children:
+            c.release()
+        out: list[torch.Tensor] = []
+        ready = connection.wait([c.data for c in self.children], timeout)
+        for c in self.children:
+            if c.data in ready:
+                c.drain(out, limit)
+        if not ready and timeout:  # wait() returns at once on ended children
+            time.sleep(timeout)
+        return out
+
+    def counts(self) -> dict:
+        parts = [c.counts() for c in self.children]
+        total = {k: sum(p[k] for p in parts) for k in parts[0] if k not in ("mean_policy_lag", "per_actor")}
+        total["mean_policy_lag"] = (sum(p["mean_policy_lag"] * p["received"] for p in parts)
+                                    / max(1, total["received"]))
+        total["per_actor"] = {a: n for p in parts for a, n in p["per_actor"].items()}
+        return total
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving; staged slots stay readable for the trainer's last take()."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._feeder.join(timeout=5)
+        for c in self.children:
+            c.stop(grace)
+
+
+class _Child:
+    """One ingest process: its shared slots, its two pipes, its books once it has stopped."""
+
+    def __init__(self, spec: pb.EnvSpec, layout: dict, server: dict, staging_batches: int, pin: bool):
+        max_batch = server["max_batch"]
+        rows = min(max_batch, SLOT_ROWS)
         slots = max(staging_batches, -(-max_batch // rows))
         width = _row_width(layout)
         nbytes = slots * rows * width * 4
@@ -63,89 +150,65 @@ class IngestProcess:
             torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(self.blocks.data_ptr(), nbytes, 0))
         # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
         # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
-        self._data, child_data = mp.Pipe()
+        self.data, child_data = mp.Pipe()
         self._ctrl, child_ctrl = mp.Pipe()
         self._ctrl_lock = threading.Lock()
         self._held: list[int] = []  # slots handed to the trainer by the last take()
+        self._final: dict | None = None
         fds = (child_data.fileno(), child_ctrl.fileno())
         root = str(Path(__file__).resolve().parent.parent)
         boot = (f"import sys; sys.path.insert(0, {root!r}); "
                 f"from learner.ingest_proc import main; main({fds[0]}, {fds[1]})")
-        self._proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
+        self.proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
         child_data.close()
         child_ctrl.close()
-        self._ctrl.send((spec.SerializeToString(), layout, dict(server, max_batch=max_batch),
-                         self._shm.name, slots, rows))
+        self._ctrl.send((spec.SerializeToString(), layout, server, self._shm.name, slots, rows))
+
+    def ready(self) -> int:
+        """The child's port, once it serves; raises what stopped it."""
         if not self._ctrl.poll(120):
-            self._proc.kill()
+            self.proc.kill()
             raise RuntimeError("the ingest process did not start within 120 s")
         kind, value = self._ctrl.recv()
         if kind == "error":
-            self._proc.wait(5)
+            self.proc.wait(5)
             raise value
-        self.port = value
         self._shm.unlink()  # both processes have it mapped: the memory lives until they unmap
-        self._final: dict | None = None
-        self._publisher = publisher
-        self._status, self._stopped = status, threading.Event()
-        publisher.subscribe(self._forward_weights)
-        self._forward_weights()
-        self._feeder = threading.Thread(target=self._feed_status, name="herd-ingest-status",
-                                        daemon=True)
-        self._feeder.start()
+        self.port = value
+        return value
 
-    def _request(self, *msg, reply: bool = False):
+    def request(self, *msg, reply: bool = False):
         with self._ctrl_lock:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"the ingest process died (exit code {self._proc.returncode})")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the ingest process died (exit code {self.proc.returncode})")
             self._ctrl.send(msg)
             return self._ctrl.recv() if reply else None
 
-    def _forward_weights(self) -> None:
-        latest = self._publisher.newer_wire(0)
-        if latest is not None and not self._stopped.is_set():
-            self._request("weights", latest[1])
-
-    def _feed_status(self) -> None:
-        """The learner's status, once a second, for the child's GetStatus answers."""
-        while not self._stopped.wait(1.0):
+    def release(self) -> None:
+        if self._held:
             try:
-                self._request("status", self._status().SerializeToString())
-            except (RuntimeError, OSError):  # stopping, or the child is gone (counts() says so)
-                return
+                self.data.send(self._held)
+            except OSError:  # the child has ended: its slots are no longer anyone's
+                pass
+            self._held = []
 
-    def take(self, limit: int, timeout: float = 0.0) -> list[torch.Tensor]:
-        """Views of up to `limit` filled slots; the previous call's slots go back to the child
-        (the trainer has copied them into the ring by then)."""
-        out: list[torch.Tensor] = []
+    def drain(self, out: list, limit: int) -> None:
         try:
-            if self._held:
-                self._data.send(self._held)
-                self._held = []
-            if not self._data.poll(timeout):
-                return out
-            while len(out) < limit and self._data.poll(0):
-                for slot, n in self._data.recv():
+            while len(out) < limit and self.data.poll(0):
+                for slot, n in self.data.recv():
                     out.append(self.blocks[slot, :n])
                     self._held.append(slot)
         except (EOFError, OSError):  # the child has ended: all it staged was read before EOF
-            if timeout:
-                time.sleep(timeout)
-        return out
+            pass
 
     def counts(self) -> dict:
         if self._final is not None:  # the child is gone: its last books stand
             return self._final
-        return self._request("counts", reply=True)
+        return self.request("counts", reply=True)
 
-    def stop(self, grace: float = 1.0) -> None:
-        """Stop serving; staged slots stay readable for the trainer's last take()."""
-        if self._stopped.is_set():
-            return
-        self._stopped.set()
-        self._feeder.join(timeout=5)
-        self._final = self._request("stop", grace, reply=True)
-        self._proc.wait(timeout=30)
+    def stop(self, grace: float) -> None:
+        self._final = self.request("stop", grace, reply=True)
+        self.proc.wait(timeout=30)
 
 
 class SlotStaging:
@@ -246,6 +309,8 @@ def main(data_fd: int, ctrl_fd: int) -> None:
             publisher.publish(pb.PolicyWeights.FromString(args[0]))
         elif kind == "status":
             status[0] = pb.LearnerStatus.FromString(args[0])
+        elif kind == "peers":
+            srv.call(srv.servicer.set_peers, *args)
         elif kind == "counts":
             ctrl.send(counts(srv.servicer))
         elif kind == "stop":

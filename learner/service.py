@@ -90,8 +90,8 @@ class Learner:
             obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=cfg.tls_cert,
             tls_key=cfg.tls_key, status=self.status)
         if cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and self.device.type == "cuda"):
-            self.ingest = IngestProcess(spec, self.publisher, layout,
-                                        pin=self.device.type == "cuda", **server)
+            self.ingest = IngestProcess(spec, self.publisher, layout, pin=self.device.type == "cuda",
+                                        processes=cfg.ingest_processes, **server)
         else:
             self.ingest = Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
         self.port = self.ingest.port

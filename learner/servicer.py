@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import secrets
+import zlib
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -85,8 +86,13 @@ class LearnerServicer(WeightStreams):
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, put: Put, *,
                  learner_id: str, max_batch: int, max_actors: int = 0,
                  obs_limit: float = float(np.finfo(np.float32).max),
-                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus):
+                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus, peers: bool = False):
+        """`peers`: one of several ingest processes; handshakes wait for `set_peers`."""
         super().__init__(publisher)
+        self._peers: tuple[list[int], int] = ([], 0)
+        self._routed = asyncio.Event()
+        if not peers:
+            self._routed.set()
         self.spec, self.put = spec, put
         self.learner_id, self.max_batch, self.max_actors = learner_id, max_batch, max_actors
         self.obs_limit, self.status = obs_limit, status
@@ -104,10 +110,29 @@ class LearnerServicer(WeightStreams):
         self.clamped_versions = 0  # batches naming a policy newer than the newest published
         self.lags: collections.deque[int] = collections.deque(maxlen=256)
 
+    def set_peers(self, ports: list[int], own: int) -> None:
+        """The ingest ports of all processes and this one's (run on the loop)."""
+        self._peers = (ports, own)
+        self._routed.set()
+
+    def _home(self, actor_id: str) -> int:
+        """The port of the ingest process that serves `actor_id`; 0 when it is this one. By a
+        stable hash, so every connection of an actor, and its dedup, stays with one process."""
+        ports, own = self._peers
+        if len(ports) <= 1:
+            return 0
+        home = ports[zlib.crc32(actor_id.encode()) % len(ports)]
+        return 0 if home == own else home
+
     async def Handshake(self, request, context):
         refusal = handshake_refusal(self.spec, request)
         if refusal:
             await context.abort(*refusal)
+        await self._routed.wait()
+        home = self._home(request.actor_id)
+        if home:
+            return pb.HandshakeReply(ingest_port=home, policy_version=self.publisher.version,
+                                     max_batch=self.max_batch, learner_id=self.learner_id)
         if self._full(request.actor_id):
             await self._refuse(context)
         sid = secrets.randbits(63) or 1

@@ -93,7 +93,7 @@ def test_ingest_process_dies_with_a_killed_learner(spec):
         f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
         "from tests.learner.test_ingest_process import spawn_learner\n"
         "lrn = spawn_learner()\n"
-        "print(lrn.ingest._proc.pid, lrn.port, flush=True)\n"
+        "print(lrn.ingest.pids[0], lrn.port, flush=True)\n"
         "time.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
@@ -128,3 +128,40 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has gone
     except FileNotFoundError:
         return False
+
+
+def test_several_ingest_processes_each_actor_at_its_home(spec):
+    from actors.client import LearnerClient
+
+    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+                                hidden_sizes=(32, 32), ingest_process="on", ingest_processes=2), spec)
+    try:
+        homes = {c.port for c in lrn.ingest.children}
+        clients = [LearnerClient(lrn.address(), f"m{k}", spec, window=2) for k in range(8)]
+        for s in range(3):
+            for c in clients:
+                c.push(rows(16, seed=s), 0)
+        assert all(c.flush(30) for c in clients)
+        assert {c._push_address.rsplit(":", 1)[1] for c in clients} == {str(p) for p in homes}
+        split = [set(c.counts()["per_actor"]) for c in lrn.ingest.children]
+        assert split[0] and split[1] and not split[0] & split[1]  # each actor in one process
+        # a resend after a lost ack reaches the same process, which knows it took it
+        with grpc.insecure_channel(lrn.address()) as main:
+            reply = pb_grpc.LearnerStub(main).Handshake(pb.HandshakeRequest(
+                actor_id="m-dup", spec=spec, incarnation=9))
+        home = reply.ingest_port or lrn.port
+        assert reply.session_id == 0 or not reply.ingest_port
+        with grpc.insecure_channel(f"127.0.0.1:{home}") as ch:
+            for expect_dup in (False, True):
+                s = Stream(ch)
+                sid = handshake(ch, spec, "m-dup", incarnation=9)
+                ack = s.send(codec.pack_batch(rows(8), session_id=sid, actor_id="m-dup", seq=1,
+                                              policy_version=0))
+                assert ack.code == 0 and ack.duplicate == expect_dup
+                s.close()
+        st = settled(lrn)
+        assert st["received"] == st["inserted"] == 8 * 3 * 16 + 8 and st["duplicate_batches"] == 1
+        for c in clients:
+            c.close()
+    finally:
+        lrn.stop()
