@@ -120,9 +120,9 @@ class LearnerConfig(BaseModel):
     """Run ingest (gRPC, validation, dedup, packing) in a process of its own, so that its Python
     never takes the training thread's GIL (learner/ingest_proc.py); 'auto': on with CUDA."""
     ingest_processes: int = Field(1, ge=1)
-    """Ingest processes (with ingest_process on): each on a port of its own, the first on
-    `port`; actors are sent to theirs at handshake. More when one process's core is the limit
-    (bench/fanin.py reports ingest_cores)."""
+    """Ingest processes (with ingest_process on): each on a port of its own (`port`, `port` + 1,
+    ...; free ones when `port` is 0); actors are sent to theirs at handshake. More when one
+    process's core is the limit (bench/fanin.py reports ingest_cores)."""
     max_actors: int = Field(2_000, ge=0)
     """Actors streaming at once; one more is refused at once with RESOURCE_EXHAUSTED (its log
     says so and it retries with backoff), counted as refused_actors. 0: no bound."""
