@@ -2,10 +2,11 @@
 
 `Learner` is a plain class; the job driver runs it as a Ray actor (num_gpus=1 on a GPU box).
 
-    actors ─gRPC─► Ingest (learner/ingest.py: herd-ingest thread: validate, dedup, pack)
-                     └─ Staging ─► Trainer (learner/trainer.py: herd-train thread)
-                                     ├─ ReplayTable (learner/replay_table.py: ring + limiter)
-                                     └─ update ─► WeightPublisher ─► WatchWeights streams
+    actors ─gRPC─► Ingest: validate, dedup, pack; a thread here (learner/ingest.py) or, with
+                   CUDA, process(es) of its own (learner/ingest_proc.py)
+                     └─ take() ─► Trainer (learner/trainer.py: herd-train thread)
+                                    ├─ ReplayTable (learner/replay_table.py: ring + limiter)
+                                    └─ update ─► WeightPublisher ─► WatchWeights streams
 """
 
 from __future__ import annotations
