@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import mmap
 import multiprocessing as mp
 import os
@@ -38,6 +39,7 @@ import torch
 from learner.publisher import WeightPublisher
 from proto import herd_pb2 as pb
 
+log = logging.getLogger("herd.learner")
 SLOT_ROWS = 512
 """Rows per shared slot; a larger batch takes several slots."""
 
@@ -149,7 +151,10 @@ class _Child:
         self._shm = shared_memory.SharedMemory(create=True, size=nbytes)
         self.blocks = torch.from_numpy(np.ndarray((slots, rows, width), np.float32, buffer=self._shm.buf))
         if pin:  # stays registered as long as the mapping lives (this process)
-            torch.cuda.check_error(torch.cuda.cudart().cudaHostRegister(self.blocks.data_ptr(), nbytes, 0))
+            err = torch.cuda.cudart().cudaHostRegister(self.blocks.data_ptr(), nbytes, 0)
+            if err != torch.cuda.cudart().cudaError.success:  # still right, one host copy slower
+                log.warning("ingest slots could not be page-locked (%s): rows go through a "
+                            "pinned copy", err)
         # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
         # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
         self.data, child_data = mp.Pipe()
