@@ -8,6 +8,7 @@ import os
 import secrets
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 from cluster import local
@@ -21,16 +22,38 @@ def dashboard_url(args) -> str:
     return args.address or os.environ.get("HERD_DASHBOARD_URL", local.DEFAULT_DASHBOARD)
 
 
+class UserError(Exception):
+    """A mistake, or a state of the cluster or job the user must know: one line, exit 2."""
+
+
+class NotRunning(Exception):
+    """The job exists but has no controller (starting, or ended): one line, exit 3."""
+
+
 def job_client(args):
     from ray.job_submission import JobSubmissionClient
 
     url = dashboard_url(args)
     if not local.dashboard_up(url):
-        sys.exit(f"herd: no Ray dashboard at {url}; start a cluster with `make cluster-up`")
+        raise UserError(f"no Ray dashboard at {url}; start a cluster with `herd up` "
+                        "(or point --address / HERD_DASHBOARD_URL at yours)")
     return JobSubmissionClient(url)
 
 
-def controller(job_id: str):
+def job_info(args, job_id: str):
+    """Ray's record of the job; UserError when the cluster has no such job."""
+    client = job_client(args)
+    try:
+        return client, client.get_job_info(job_id)
+    except RuntimeError as e:
+        if "does not exist" in str(e) or "404" in str(e):
+            raise UserError(f"no job {job_id} on the cluster at {dashboard_url(args)} "
+                            "(`herd list` names its jobs)") from None
+        raise
+
+
+def controller(args, job_id: str):
+    """The job's controller; NotRunning says why there is none (starting, failed, ended)."""
     import ray
 
     from cluster.controller import NAMESPACE, controller_name
@@ -39,19 +62,49 @@ def controller(job_id: str):
     try:
         return ray.get_actor(controller_name(job_id), namespace=NAMESPACE)
     except ValueError:
-        sys.exit(f"herd: job {job_id} has no running controller (finished, or not a Herd job)")
+        pass
+    client, info = job_info(args, job_id)
+    state = str(info.status).split(".")[-1]
+    if state == "PENDING":
+        raise NotRunning(f"{job_id} is starting: Ray is setting up its driver (runtime env)")
+    if state == "RUNNING":
+        herd_lines = [ln for ln in client.get_job_logs(job_id).splitlines() if ln.startswith("[herd]")]
+        phase = herd_lines[-1][7:] if herd_lines else "the driver is starting the learner and actors"
+        raise NotRunning(f"{job_id} is starting ({phase}); its controller answers once the "
+                         "learner is up")
+    if state == "FAILED":
+        tail = [ln for ln in client.get_job_logs(job_id).strip().splitlines() if ln.strip()]
+        raise NotRunning(f"{job_id} failed: {tail[-1] if tail else info.message}")
+    raise NotRunning(f"{job_id} has ended ({state}); its results are in the runs directory "
+                     f"(runs/{job_id}/summary.json)")
 
 
 # ---- commands ----
 def cmd_up(args) -> int:
-    url = local.up(port=args.port, dashboard_port=args.dashboard_port, num_cpus=args.num_cpus)
-    print(f"Ray head up; dashboard at {url}")
+    try:
+        url = local.up(port=args.port, dashboard_port=args.dashboard_port, num_cpus=args.num_cpus,
+                       metrics_port=args.metrics_port, client_port=args.client_port,
+                       agent_port=args.agent_port)
+    except RuntimeError as e:
+        print(f"herd: {e}", file=sys.stderr)
+        return 1
+    print(f"Ray head up; dashboard at {url} (everything Ray serves listens on 127.0.0.1)")
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        print(f"token auth on: the token is in {os.environ.get('RAY_AUTH_TOKEN_PATH')} (herd uses "
+              "it by itself; curl: -H \"Authorization: Bearer $(cat THAT_FILE)\")")
+    else:
+        print("herd: warning: RAY_AUTH_MODE=disabled: any local user can run code on this cluster",
+              file=sys.stderr)
     return 0
 
 
 def cmd_down(args) -> int:
-    local.down()
-    print("Ray stopped")
+    if not local.down():
+        print(f"herd: no cluster started by `herd up` on record ({local.cluster_file()}); "
+              "nothing stopped (`ray stop` would stop every Ray cluster of this user)",
+              file=sys.stderr)
+        return 0
+    print("Ray stopped (the cluster `herd up` started)")
     return 0
 
 
@@ -95,14 +148,19 @@ def cmd_submit(args) -> int:
     # the suffix keeps two jobs of one name submitted in the same second apart
     job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     runs_dir = Path(args.runs_dir).resolve()
-    is_local = "127.0.0.1" in dashboard_url(args)
-    if cfg.learner.token and is_local:
-        # the dashboard shows a job's env vars: hand the token over in a private file instead
+    # The driver runs on the cluster's head. On this machine it can read a private file we
+    # write and use this venv's python; elsewhere, neither.
+    here = local.is_this_machine(urllib.parse.urlsplit(dashboard_url(args)).hostname or "")
+    if cfg.learner.token:
+        # the dashboard shows a job's env vars: hand the token over privately instead
         env_vars["HERD_CONFIG_JSON"] = json.dumps(
             cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": None})})
             .model_dump(mode="json"))
-        env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, cfg.learner.token)
-    python = sys.executable if is_local else "python"
+        if here:
+            env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, cfg.learner.token)
+        else:
+            env_vars[TOKEN_KV_ENV] = put_token_in_cluster(job_id, cfg.learner.token)
+    python = sys.executable if here else "python"
     entry = f"{python} -m cluster.driver --job-id {job_id} --runs-dir {runs_dir}"
     if resume:
         entry += f" --resume {resume}"
@@ -149,9 +207,23 @@ def check_resume(path: str, cfg) -> Path:
 TOKEN_FILE_ENV = "HERD_TOKEN_FILE"
 
 
+TOKEN_KV_ENV = "HERD_TOKEN_KV"
+
+
+def put_token_in_cluster(job_id: str, token: str) -> str:
+    """The token in Ray's internal key-value store (behind the cluster's own auth, not shown by
+    the dashboard), under a key the job's driver reads once and deletes (remote clusters)."""
+    from ray.experimental import internal_kv
+
+    local.join()
+    key = f"herd/token/{job_id}"
+    internal_kv._internal_kv_put(key, token.encode(), overwrite=True)
+    return key
+
+
 def write_token_file(job_id: str, token: str) -> str:
-    """A 0600 file the job's driver reads once and deletes (local clusters)."""
-    folder = Path.home() / ".herd" / "secrets"
+    """A 0600 file the job's driver reads once and deletes (a cluster on this machine)."""
+    folder = local.herd_home() / "secrets"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / job_id
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -191,7 +263,7 @@ def cmd_status(args) -> int:
 
     from cluster.live import print_status, watch_status
 
-    ctl = controller(args.job)
+    ctl = controller(args, args.job)
 
     def fetch():
         try:
@@ -218,9 +290,15 @@ def cmd_status(args) -> int:
 def cmd_scale(args) -> int:
     import ray
 
-    out = ray.get(controller(args.job).scale.remote(args.actors))
-    print(f"{args.job}: {out['actors']} actors" + (f" (removed {', '.join(out['removed'])})"
-                                                   if out["removed"] else ""))
+    if args.actors < 0:
+        raise UserError(f"--actors must be 0 or more, got {args.actors}")
+    out = ray.get(controller(args, args.job).scale.remote(args.actors))
+    line = f"{args.job}: {out['actors']} actors" + (f" (removed {', '.join(out['removed'])})"
+                                                    if out["removed"] else "")
+    if out.get("waiting"):
+        line += (f"; {len(out['waiting'])} waiting for CPUs (each needs {out['cpus_per_actor']:g}, "
+                 f"{out['cpus_free']:g} free): they start when CPUs free up or nodes join")
+    print(line)
     return 0
 
 
@@ -228,16 +306,19 @@ def cmd_stop(args) -> int:
     import ray
 
     try:
-        ray.get(controller(args.job).request_stop.remote())
+        ray.get(controller(args, args.job).request_stop.remote())
         print(f"{args.job}: stop requested; the driver saves a final checkpoint and exits")
-    except SystemExit:
-        job_client(args).stop_job(args.job)
-        print(f"{args.job}: no controller; Ray job stopped")
+    except NotRunning as e:
+        client, info = job_info(args, args.job)
+        if str(info.status).split(".")[-1] not in ("PENDING", "RUNNING"):
+            raise
+        client.stop_job(args.job)  # nothing has trained yet: no checkpoint to write
+        print(f"{args.job}: stopped before its controller was up ({e})")
     return 0
 
 
 def cmd_logs(args) -> int:
-    client = job_client(args)
+    client, _ = job_info(args, args.job)
     if not args.follow:
         print(client.get_job_logs(args.job), end="")
         return 0
@@ -253,6 +334,9 @@ def cmd_logs(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from cluster.evaluate import CheckpointRefused, RenderUnavailable, evaluate_checkpoint
+
+    if args.episodes < 1:
+        raise UserError(f"--episodes must be 1 or more, got {args.episodes}")
 
     try:
         out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
@@ -309,6 +393,20 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from cluster import tune
+    from cluster.config import ConfigError
+
+    try:
+        seeds = list(range(1, args.seeds + 1))
+        tune.run(args.config, args.grid, seeds, args.seconds, args.concurrent, args.name, args.runs_dir,
+                 args.out, command="herd " + " ".join(sys.argv[1:]))
+    except ConfigError as e:
+        print(f"herd: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="herd", description="Distributed SAC on Ray: actors, gRPC, GPU learner")
     p.add_argument("--address", help="Ray dashboard URL (default $HERD_DASHBOARD_URL or "
@@ -318,8 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=6379)
     s.add_argument("--dashboard-port", type=int, default=8265)
     s.add_argument("--num-cpus", type=int, default=None)
+    s.add_argument("--metrics-port", type=int, default=8080)
+    s.add_argument("--client-port", type=int, default=10001, help="Ray client server port")
+    s.add_argument("--agent-port", type=int, default=52365, help="Ray dashboard agent's HTTP port")
     s.set_defaults(fn=cmd_up)
-    sub.add_parser("down", help="stop the local Ray cluster").set_defaults(fn=cmd_down)
+    sub.add_parser("down", help="stop the Ray cluster `herd up` started (no other)").set_defaults(fn=cmd_down)
     s = sub.add_parser("submit", help="submit a training job (a Ray Job)")
     s.add_argument("config")
     s.add_argument("--follow", action="store_true", help="show live progress until it ends")
@@ -350,6 +451,17 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("precompile", help="compile a config's GPU update once (warm cache for jobs)")
     s.add_argument("config", help="YAML job config")
     s.set_defaults(fn=cmd_precompile)
+    s = sub.add_parser("tune", help="a grid of jobs on Ray Tune (each trial one job, fixed budget)")
+    s.add_argument("config", help="YAML job config the grid varies")
+    s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", required=True,
+                   help="repeatable, e.g. learner.batch_size=512,2048")
+    s.add_argument("--seeds", type=int, default=1, help="trials per grid point (seeds 1..N)")
+    s.add_argument("--seconds", type=float, default=120, help="wall-clock budget per trial")
+    s.add_argument("--concurrent", type=int, default=1, help="trials at once (a GPU is shared 1/N)")
+    s.add_argument("--name", default="sweep", help="runs/tune-<name>/")
+    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--out", default=None, help="JSON path (default runs/tune-<name>/results.json)")
+    s.set_defaults(fn=cmd_tune)
     s = sub.add_parser("evaluate", help="deterministic episodes from a checkpoint (optionally an mp4)")
     s.add_argument("checkpoint", help="runs/<job> or runs/<job>/checkpoint")
     s.add_argument("--episodes", type=int, default=5)
@@ -365,4 +477,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     local.align_auth_mode()
-    return args.fn(args)
+    local.align_loopback()
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:  # Ctrl-C in --watch / --follow: leave quietly (the job goes on)
+        print(file=sys.stderr)
+        return 130
+    except NotRunning as e:
+        print(f"herd: {e}", file=sys.stderr)
+        return 3
+    except (UserError, local.NotAuthorized, ConnectionError) as e:
+        print(f"herd: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        return 2

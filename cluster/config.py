@@ -38,6 +38,8 @@ class RunConfig(BaseModel):
     checkpoint_every_s: float = Field(300.0, gt=0)
     save_replay: bool = False
     """Include the replay buffer in checkpoints (torch.load(mmap=True) compatible)."""
+    start_without_actors: bool = False
+    """Allow actors.num_actors: 0 (the job idles until `herd scale` adds actors)."""
 
 
 class JobConfig(BaseModel):
@@ -75,6 +77,16 @@ class JobConfig(BaseModel):
             )
         if lc.batch_size > lc.buffer_capacity:
             raise ValueError("learner.batch_size exceeds learner.buffer_capacity")
+        if lc.replay_ratio is not None and lc.ratio_tolerance < 1:
+            raise ValueError("learner.ratio_tolerance is 0 with a replay_ratio: the learner would "
+                             "wait for rows and the actors for updates, forever; use 1 or more")
+        if self.actors.num_actors == 0 and not self.run.start_without_actors:
+            raise ValueError("actors.num_actors is 0: the job would idle; use 1 or more, or set "
+                             "run.start_without_actors: true and add actors with `herd scale`")
+        if lc.min_replay_size > self.run.max_env_steps:
+            raise ValueError(f"learner.min_replay_size ({lc.min_replay_size}) exceeds "
+                             f"run.max_env_steps ({self.run.max_env_steps}): the job would end "
+                             "before its first update")
         rows = self.actors.num_envs * max(self.actors.steps_per_push, lc.n_step)
         if rows > lc.max_batch:
             raise ValueError(

@@ -87,7 +87,12 @@ class Controller:
         return actor_id, handle
 
     def scale(self, n: int, timeout: float = 60.0) -> dict:
-        """Set the number of env actors; removed ones deliver what they stepped first."""
+        """Set the number of env actors; removed ones deliver what they stepped first.
+
+        Whatever state a removed actor is in, it goes and the books stay whole: one still
+        waiting for a CPU never stepped and is killed at once; a running one stops (delivering
+        its batches) and hands in its final counts; one that does not answer within `timeout`
+        (booting, restarting, hung) is killed and counts with its last polled figures."""
         if n < 0:
             raise ValueError("the actor count cannot be negative")
         self.target_actors = n
@@ -98,12 +103,60 @@ class Controller:
             victims = list(self.actors.items())[n:]
             for actor_id, _ in victims:
                 del self.actors[actor_id]
-        finals = ray.get([h.stop.remote() for _, h in victims], timeout=timeout) if victims else []
-        for (actor_id, handle), stats in zip(victims, finals):
-            self.retired[actor_id] = stats
+        waiting = self._waiting_for_resources(victims)
+        stopping = [(a, h) for a, h in victims if a not in waiting]
+        refs = [h.stop.remote() for _, h in stopping]
+        done = set(ray.wait(refs, num_returns=len(refs), timeout=timeout)[0]) if refs else set()
+        for (actor_id, handle), ref in zip(stopping, refs):
+            try:
+                if ref not in done:
+                    raise TimeoutError(f"no answer to stop() within {timeout:.0f}s")
+                self.retired[actor_id] = ray.get(ref)
+            except Exception as e:  # noqa: BLE001 -- died or hung: its last polled counts stand in
+                log.warning("%s did not stop cleanly (%r); killed", actor_id, e)
+                if actor_id in self._last_seen:
+                    self.dead_incarnations.append(self._last_seen[actor_id])
             ray.kill(handle, no_restart=True)
             self._export("retire_actor", actor_id)
-        return {"actors": len(self.actors), "removed": [a for a, _ in victims]}
+        for actor_id, handle in victims:
+            if actor_id in waiting:  # never ran (or waits to run again after a crash)
+                ray.kill(handle, no_restart=True)
+                if actor_id in self._last_seen:
+                    self.dead_incarnations.append(self._last_seen[actor_id])
+                self.retired[actor_id] = {"actor_id": actor_id, "steps": 0, "sent": 0, "acked": 0,
+                                          "never_ran": True}
+                self._export("retire_actor", actor_id)
+        self._last_seen = {a: v for a, v in self._last_seen.items() if a in self.actors}
+        return {"actors": len(self.actors), "removed": [a for a, _ in victims],
+                **self.resource_note()}
+
+    @staticmethod
+    def _waiting_for_resources(items: list[tuple[str, ray.actor.ActorHandle]]) -> set[str]:
+        """The ids of these actors that Ray has not placed yet: no node has the CPUs (or the
+        custom resources) they ask for free. One call to the GCS."""
+        if not items:
+            return set()
+        try:
+            # the GCS actor table (a DeveloperAPI): ray.util.state would go through the
+            # dashboard, one more process to depend on
+            from ray._private.state import actors
+
+            table = actors(actor_state_name="PENDING_CREATION")
+        except Exception:  # unknown: every actor is treated as running (logged)
+            log.exception("actor states unavailable")
+            return set()
+        # PENDING_CREATION also covers an actor whose process runs its __init__ (booting): that
+        # one has a worker process already
+        unplaced = {hex_id for hex_id, a in table.items() if not a.get("Pid")}
+        return {actor_id for actor_id, h in items if h._actor_id.hex() in unplaced}
+
+    def resource_note(self) -> dict:
+        """How many of the job's actors wait for resources, and the CPUs free for them."""
+        with self._lock:
+            items = list(self.actors.items())
+        waiting = self._waiting_for_resources(items)
+        free = ray.available_resources().get("CPU", 0.0)
+        return {"waiting": sorted(waiting), "cpus_free": free, "cpus_per_actor": self.actor_cfg.num_cpus}
 
     def num_actors(self) -> int:
         return len(self.actors)
@@ -113,12 +166,18 @@ class Controller:
         `timeout` in all, not per actor."""
         with self._lock:
             items = list(self.actors.items())
-        refs = [handle.stats.remote() for _, handle in items]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout) if refs else ([], [])
-        ready = set(ready)
+        # not asked: an actor without a process would make every status wait the full timeout
+        waiting = self._waiting_for_resources(items)
+        refs = [None if actor_id in waiting else handle.stats.remote() for actor_id, handle in items]
+        asked = [r for r in refs if r is not None]
+        ready = set(ray.wait(asked, num_returns=len(asked), timeout=timeout)[0]) if asked else set()
         out = []
         for (actor_id, _), ref in zip(items, refs):
             try:
+                if ref is None:
+                    out.append({"actor_id": actor_id, "waiting": True,
+                                "error": f"waiting for CPUs (needs {self.actor_cfg.num_cpus:g})"})
+                    continue
                 if ref not in ready:
                     raise TimeoutError
                 out.append(ray.get(ref))
@@ -148,12 +207,15 @@ class Controller:
             self._export("record_learner", learner)
         except Exception as e:  # noqa: BLE001 -- reported in the status, which must not fail
             learner = {"error": f"learner unavailable: {type(e).__name__}: {e}"}
+        actors = self.actor_stats()
         return {
             "job_id": self.job_id,
             "time": time.time(),
             "learner": learner,
-            "actors": self.actor_stats(),
+            "actors": actors,
             "target_actors": self.target_actors,
+            "waiting_actors": sum(1 for a in actors if a.get("waiting")),
+            "cpus_free": ray.available_resources().get("CPU", 0.0),
             "retired": list(self.retired.values()),
             "dead_incarnations": list(self.dead_incarnations),
             "progress": dict(self.progress),

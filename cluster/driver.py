@@ -51,7 +51,9 @@ def learner_gpus(cfg: JobConfig) -> float:
     if cfg.learner.device == "cuda" and have < 1:
         raise SystemExit("learner.device is 'cuda' but this Ray cluster has no GPU; "
                          "use device: auto (falls back to the CPU) or add a GPU node")
-    return 1 if cfg.learner.device != "cpu" and have >= 1 else 0
+    if cfg.learner.device == "cpu" or have < 1:
+        return 0
+    return 1 if cfg.learner.num_gpus is None else cfg.learner.num_gpus
 
 
 def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
@@ -118,6 +120,20 @@ def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
     token = Path(path).read_text().strip()
     Path(path).unlink(missing_ok=True)
     return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token})})
+
+
+def token_from_kv(cfg: JobConfig, key: str | None) -> JobConfig:
+    """The config's token, handed over by `herd submit` from another machine through Ray's
+    internal key-value store (read once, deleted); needs ray.init first."""
+    if not key:
+        return cfg
+    from ray.experimental import internal_kv
+
+    token = internal_kv._internal_kv_get(key)
+    if token is None:
+        raise ConfigError(f"the learner token `herd submit` left for this job ({key}) is gone")
+    internal_kv._internal_kv_del(key)
+    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token.decode()})})
 
 
 def redacted(cfg: JobConfig) -> str:
@@ -262,7 +278,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     ).remote(cfg.env, cfg.run.eval_episodes)
     pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
     last_ckpt, reason = time.monotonic(), "max_seconds"
-    prev = (time.monotonic(), 0, 0)
+    checkpoint_errors: list[dict] = []
+    # rates of the first row count from the counters this learner started with (a resumed
+    # job's restored ones), not from zero
+    restored = watch.call("status_dict").get("restored") or {}
+    prev = (time.monotonic(), restored.get("received", 0), restored.get("updates", 0))
     while True:
         time.sleep(cfg.run.log_every_s)
         st = ray.get(controller.status.remote())
@@ -300,6 +320,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
                 last_ckpt = now
             except LEARNER_DOWN:  # died while saving: the next poll sees it
                 pass
+            except OSError as e:  # disk full, say: the learner cleaned up; retry next interval
+                last_ckpt = now
+                checkpoint_errors.append({"time_s": round(now - start, 1), "error": one_line(e)})
+                print(f"[herd] {one_line(e)}; training goes on, next try in "
+                      f"{cfg.run.checkpoint_every_s:g}s", flush=True)
         target = cfg.run.target_return
         if cfg.run.stop_at_target and target is not None and evals and evals[-1]["mean_return"] >= target:
             reason = "target_return"
@@ -314,9 +339,20 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
             break
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
-    ray.get(controller.scale.remote(0))
+    try:
+        ray.get(controller.scale.remote(0))
+    except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
+        print(f"[herd] removing the actors failed ({one_line(e)}); their last polled counts "
+              "stand in", flush=True)
     final_learner = watch.call("stop")  # inserts everything staged before it returns
-    watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
+    try:
+        watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
+    except OSError as e:
+        checkpoint_errors.append({"time_s": round(time.monotonic() - start, 1), "error": one_line(e),
+                                  "final": True})
+        print(f"[herd] final {one_line(e)}; " + (
+            f"{ckpt_dir} keeps the previous checkpoint" if (Path(ckpt_dir) / "model.pt").exists()
+            else "the job has no checkpoint"), flush=True)
     weights = watch.call("weights")  # published by save(): the checkpoint's own policy
     final_eval = ray.get(evaluator.evaluate.remote(weights))
     ray.kill(evaluator)
@@ -337,15 +373,21 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         # checkpoint's policy can score lower, so both are reported
         "best_eval": max(evals, key=lambda e: e["mean_return"], default=None),
         "best_policy": str(run_dir / BEST_POLICY) if evals else None,
+        # of the final policy (the checkpoint's); a resumed run's early evaluations are of the
+        # restored policy, which the run may since have lost
         "reached_target": (cfg.run.target_return is not None
-                           and max([final_eval] + evals, key=lambda e: e["mean_return"])
-                           ["mean_return"] >= cfg.run.target_return),
+                           and final_eval["mean_return"] >= cfg.run.target_return),
+        # of best_policy.pb, the best periodic evaluation of this run
+        "best_reached_target": (cfg.run.target_return is not None and bool(evals)
+                                and max(e["mean_return"] for e in evals) >= cfg.run.target_return),
+        "resumed_from": resume,
         "evaluations": evals,
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
         "actor_acked": acked,
         "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
-        "checkpoint": ckpt_dir,
+        "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
+        "checkpoint_errors": checkpoint_errors,
         "startup": timeline.seconds(capture_s=final_learner.get("capture_s")),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -357,6 +399,12 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     ray.kill(controller)
     ray.kill(learner)
     return summary
+
+
+def one_line(e: BaseException) -> str:
+    """The message of an error raised in a Ray actor (its cause), without Ray's traceback."""
+    cause = getattr(e, "cause", None) or e
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
 
 
 class Timeline:
@@ -457,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         check_env(cfg)  # an unknown env fails here, before this process joins the cluster
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
                  log_to_driver=True)
+        cfg = token_from_kv(cfg, os.environ.get("HERD_TOKEN_KV"))
         run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume)
     except (ConfigError, EnvError, json.JSONDecodeError) as e:
         print(f"herd: {e}", file=sys.stderr, flush=True)

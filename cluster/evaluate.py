@@ -186,35 +186,26 @@ def load_checkpoint(ckpt: str | Path) -> dict:
 
 
 def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
-    """A PolicyWeights message rebuilt from a checkpoint's actor (learner/networks.Actor).
-
-    The saved Linear layers (actor.net.{0,2,4}...) carry the learner's pad-to-8 columns and
-    rows; slice them off to the wire layout the actors' MLPPolicy expects.
-    """
-    from proto import codec
+    """A PolicyWeights message rebuilt from a checkpoint: the learner's own SAC, built from the
+    checkpoint's config and loaded from it, packs its actor (layout, observation statistics)
+    exactly as the learner published it to the actors."""
+    from learner.config import LearnerConfig
+    from learner.sac import SAC
 
     state = load_checkpoint(ckpt)
-    actor = state["sac"]["actor"]
     env = make_env(env_cfg)
     d = describe(env)
     env.close()
     obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
-    idx = sorted({int(k.split(".")[1]) for k in actor if k.startswith("net.") and k.endswith(".weight")})
-    tensors = {}
-    for i, layer in enumerate(idx):
-        w = actor[f"net.{layer}.weight"].float()
-        b = actor[f"net.{layer}.bias"].float()
-        if i == 0:
-            if w.shape[1] < obs_dim:
-                raise ValueError(f"checkpoint actor takes {w.shape[1]} inputs; {env_cfg.id} has {obs_dim}")
-            w = w[:, :obs_dim]
-        if i == len(idx) - 1:
-            w, b = w[: 2 * action_dim], b[: 2 * action_dim]
-        tensors[f"l{i}.weight"] = w.numpy()
-        tensors[f"l{i}.bias"] = b.numpy()
-    lc = state.get("config", {})
-    return codec.pack_weights(tensors, int(state.get("policy_version", 0)),
-                              float(lc.get("log_std_min", -5.0)), float(lc.get("log_std_max", 2.0)))
+    saved = {k: v for k, v in state.get("config", {}).items() if k in LearnerConfig.model_fields}
+    cfg = LearnerConfig(**{**saved, "device": "cpu"})
+    sac = SAC(cfg, obs_dim, action_dim, d["action_low"], d["action_high"], "cpu")
+    try:
+        sac.load_state_dict(state["sac"])
+    except (RuntimeError, KeyError) as e:  # torch lists every mismatched tensor: keep the first
+        raise ValueError(f"{ckpt}: its networks do not fit {env_cfg.id} (obs {obs_dim}, action "
+                         f"{action_dim}): {str(e).strip().splitlines()[0]}") from None
+    return sac.policy_weights(int(state.get("policy_version", 0)))
 
 
 def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None = None,

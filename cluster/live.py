@@ -59,7 +59,10 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
         verdict = ""
         if s.get("target_return") is not None:
             reached = "reached" if s["reached_target"] else "NOT reached"
-            verdict = f" (target {s['target_return']:.0f} {reached})"
+            verdict = f" (target {s['target_return']:.0f} {reached} by the final checkpoint"
+            if s.get("best_reached_target") and not s["reached_target"]:
+                verdict += f"; reached by {s['best_policy']}"
+            verdict += ")"
         console.print(f"[bold green]{job_id} finished[/] in {s['wall_s']:.0f}s ({s['stop_reason']}){verdict}")
         if best:
             console.print(f"best deterministic eval return {best['mean_return']:.1f} (policy "
@@ -102,6 +105,8 @@ def status_view(st: dict):
 
     n, target = len(st["actors"]), st.get("target_actors")
     starting = f", {target - n} starting" if target is not None and target > n else ""
+    if st.get("waiting_actors"):
+        starting += (f"; {st['waiting_actors']} waiting for CPUs, {st.get('cpus_free', 0):g} free")
     t = Table(title=f"{n} env actors ({len(st.get('retired', []))} retired{starting})",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     t.add_column("actor", no_wrap=True, min_width=7)

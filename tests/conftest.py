@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +21,29 @@ from actors.envs import describe, make_env
 from proto import codec
 
 ENV_ID = "InvertedPendulum-v5"
+
+# Ray token auth on, as `herd up` runs it, with a token of the suite's own: nothing here may
+# read or create the user's ~/.ray/auth_token (Ray's ray.init(address="local") creates one
+# when RAY_AUTH_MODE is unset, which turns token auth on for the user's later clusters) or
+# write to ~/.herd. Set before any test imports Ray; subprocesses and the test clusters inherit it.
+_SUITE_HOME = Path(tempfile.mkdtemp(prefix="herd-tests-"))
+os.environ["HERD_HOME"] = str(_SUITE_HOME / "herd")
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN_PATH"] = str(_SUITE_HOME / "ray_auth_token")
+os.environ.pop("RAY_AUTH_TOKEN", None)
+# the suite's clusters listen on loopback only, and its processes dial them there (cluster/local.py)
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+(_SUITE_HOME / "ray_auth_token").write_text(secrets.token_hex(32))
+USER_RAY_TOKEN = Path.home() / ".ray" / "auth_token"
+_USER_TOKEN_BEFORE = USER_RAY_TOKEN.exists()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_SUITE_HOME, ignore_errors=True)
+    if USER_RAY_TOKEN.exists() and not _USER_TOKEN_BEFORE:
+        print(f"\nFAILED: the suite created {USER_RAY_TOKEN}: every Ray cluster this user starts "
+              "from now on runs with token auth", file=sys.stderr)
+        session.exitstatus = 1
 
 
 @pytest.fixture(scope="session")
@@ -62,12 +88,14 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
-    """A real local Ray head with dashboard and job server, on ports of its own."""
+    """A real local Ray head with dashboard and job server, on ports of its own, with token auth
+    (the suite's token) and every port on loopback, as `herd up` starts it."""
+    from cluster.local import CLUSTER_MARKER_ENV, dashboard_up, stop_processes_marked
+
     ray_bin = str(Path(sys.executable).with_name("ray"))
     gcs, dash, metrics = _free_port(), _free_port(), _free_port()
-    # Independent of whatever token this machine's ~/.ray holds: tests run without Ray auth.
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    marker = f"tests-{secrets.token_hex(6)}"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", CLUSTER_MARKER_ENV: marker}
     temp_dir = tmp_path_factory.mktemp("ray", numbered=True)
     subprocess.run([ray_bin, "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
                     f"--temp-dir={temp_dir}",
@@ -77,8 +105,6 @@ def ray_cluster(tmp_path_factory):
                     f"--dashboard-agent-listen-port={_free_port()}",
                     f"--ray-client-server-port={_free_port()}",
                     "--disable-usage-stats"], check=True, env=env, stdout=subprocess.DEVNULL)
-    from cluster.local import dashboard_up
-
     url = f"http://127.0.0.1:{dash}"
     deadline = time.monotonic() + 120
     while not dashboard_up(url):
@@ -88,41 +114,6 @@ def ray_cluster(tmp_path_factory):
     os.environ["RAY_ADDRESS"] = f"127.0.0.1:{gcs}"
     os.environ["HERD_DASHBOARD_URL"] = url
     yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url, "temp_dir": str(temp_dir),
-           "metrics": f"http://127.0.0.1:{metrics}/metrics"}
-    stop_processes_mentioning(str(temp_dir))
-
-
-def stop_processes_mentioning(marker: str, timeout: float = 15.0) -> None:
-    """Stop this test cluster's processes and their children (agents, workers) only:
-    `ray stop` would stop every Ray cluster on the machine."""
-    import signal
-
-    def tree():
-        parent, marked = {}, set()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    marked.add(int(entry.name))
-            except (OSError, ValueError, IndexError):
-                pass
-        grew = True
-        while grew:
-            more = {p for p, pp in parent.items() if pp in marked} - marked
-            grew = bool(more)
-            marked |= more
-        return marked
-
-    victims = tree()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in victims:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + timeout
-        while any(Path(f"/proc/{p}").exists() for p in victims) and time.monotonic() < deadline:
-            time.sleep(0.2)
+           "metrics": f"http://127.0.0.1:{metrics}/metrics", "marker": marker}
+    # this cluster's processes only (`ray stop` would stop every Ray cluster on the machine)
+    stop_processes_marked(marker)

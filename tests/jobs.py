@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,3 +72,20 @@ def submit(cfg: dict, tmp_dir: Path, *extra: str) -> str:
     out = herd("submit", str(path), "--runs-dir", str(tmp_dir / "runs"), *extra).stdout
     assert "dashboard:" in out, out
     return next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+
+
+def interrupted(args: tuple, ready: str | None, wait_s: float = 2) -> subprocess.CompletedProcess:
+    """Run `herd ARGS`, press Ctrl-C `wait_s` after its stdout showed `ready` (None: after
+    `wait_s` alone; a rich Live view draws nothing on a pipe); the finished process."""
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    seen = ""
+    while ready is not None and ready not in seen:
+        line = proc.stdout.readline()
+        assert line, f"herd {' '.join(args)} ended before printing {ready!r}: {proc.stderr.read()}"
+        seen += line
+    time.sleep(wait_s)
+    assert proc.poll() is None, f"herd {' '.join(args)} ended by itself: {proc.stderr.read()}"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, seen + out, err)

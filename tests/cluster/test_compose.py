@@ -5,6 +5,7 @@ docker client with compose exists, `docker compose config` must accept the file 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -54,6 +55,21 @@ def test_ports_bound_to_loopback_by_default(compose):
     assert published >= 3
     ports = " ".join(compose["services"]["ray-head"]["ports"])
     assert ":8265" in ports
+
+
+def test_secrets_are_required_not_defaulted(compose):
+    """Ray token auth on every node and a Grafana admin password of the user's: compose refuses
+    to start without them (`${VAR:?message}`) rather than falling back to no auth or admin/admin."""
+    env = compose["x-herd"]["environment"]
+    assert env["RAY_AUTH_MODE"] == "token"
+    assert env["RAY_AUTH_TOKEN"].startswith("${RAY_AUTH_TOKEN:?")
+    for name in ("ray-head", "ray-worker"):
+        assert compose["services"][name]["environment"]["RAY_AUTH_TOKEN"] == env["RAY_AUTH_TOKEN"]
+    health = " ".join(compose["services"]["ray-head"]["healthcheck"]["test"])
+    assert "Authorization: Bearer $$RAY_AUTH_TOKEN" in health
+    grafana = compose["services"]["grafana"]["environment"]
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+    assert "disabled" not in COMPOSE.read_text()
 
 
 def test_mounted_files_exist(compose):
@@ -107,8 +123,9 @@ def test_docker_compose_config_accepts_the_file():
     docker = shutil.which("docker")
     if not docker:
         pytest.skip("no docker client on this machine")
+    env = {**os.environ, "RAY_AUTH_TOKEN": "t" * 32, "GRAFANA_ADMIN_PASSWORD": "p" * 12}
     r = subprocess.run([docker, "compose", "-f", str(COMPOSE), "config", "--quiet"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60, check=False)
+                       capture_output=True, text=True, timeout=60, check=False, env=env)
     if r.returncode and ("is not a docker command" in r.stderr or "unknown" in r.stderr.lower()):
         pytest.skip(f"docker client without the compose plugin: {r.stderr.strip()[:200]}")
     assert r.returncode == 0, r.stderr

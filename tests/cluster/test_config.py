@@ -47,6 +47,27 @@ def test_impossible_sizes(tmp_path):
                       "actors": {"num_envs": 8, "steps_per_push": 4}})
 
 
+@pytest.mark.parametrize(("section", "values", "match"), [
+    ("learner", {"ratio_tolerance": 0}, "ratio_tolerance is 0 with a replay_ratio"),
+    ("actors", {"num_actors": 0}, "num_actors is 0: the job would idle"),
+    ("learner", {"min_replay_size": 5_000}, r"exceeds run.max_env_steps \(1000\)"),
+])
+def test_traps_that_would_hang_or_idle_are_refused(section, values, match):
+    raw = {"env": {"id": "InvertedPendulum-v5"}, "run": {"max_env_steps": 1_000},
+           "learner": {"min_replay_size": 100}}
+    raw[section] = {**raw.get(section, {}), **values}
+    with pytest.raises(ConfigError, match=match):
+        parse_config(raw)
+
+
+def test_no_actors_when_asked_for_explicitly_and_no_limiter_without_tolerance():
+    cfg = parse_config({"env": {"id": "InvertedPendulum-v5"}, "actors": {"num_actors": 0},
+                        "run": {"start_without_actors": True}})
+    assert cfg.actors.num_actors == 0
+    assert parse_config({"env": {"id": "InvertedPendulum-v5"},
+                         "learner": {"replay_ratio": None, "ratio_tolerance": 0}})
+
+
 def test_missing_file_and_non_mapping(tmp_path):
     with pytest.raises(ConfigError, match="no such config"):
         load_config(tmp_path / "nope.yaml")

@@ -8,6 +8,7 @@ a row, the policy version keeps rising, and B's evaluations start where A's poli
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -75,3 +76,10 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     first_eval = b["evaluations"][0]["mean_return"] if b["evaluations"] else b["final_eval"]["mean_return"]
     assert first_eval >= 0.5 * ev1["mean_return"] - 5, (first_eval, ev1, a["final_eval"])
     assert la["learner_id"] != lb["learner_id"]  # a new learner process, A's state
+    # B's first metrics row: rates since the resume (one actor: ~1,000 env steps/s here), not
+    # A's restored counters over B's first second (they read >= 6,000/s)
+    with open(runs / job_b / "metrics.csv") as f:
+        first_row = next(csv.DictReader(f))
+    assert float(first_row["env_steps_per_s"]) < 3_000, first_row
+    assert float(first_row["updates_per_s"]) < 3_000, first_row
+    assert b["resumed_from"] and b["reached_target"] is False  # no target_return: nothing claimed

@@ -1,0 +1,67 @@
+"""Every user error of the CLI is one line on stderr and exit code 2, never a traceback: an
+unknown job, bad numbers, no cluster at all; a job that failed at start says why (exit 3)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.jobs import SMALL, interrupted, wait_for
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def herd(*args, **env):
+    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **env}, check=False)
+
+
+def one_line(r, code: int, must: str) -> None:
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == code and len(lines) == 1 and must in lines[0], (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+
+
+def test_user_errors_on_a_live_cluster(ray_cluster, tmp_path):
+    job = "herd-nosuch-20261201-000000-0000"
+    for args, must in ((("status", job), f"no job {job}"), (("logs", job), "no job"),
+                       (("stop", job), "no job"), (("scale", job, "--actors", "1"), "no job"),
+                       (("scale", job, "--actors", "-1"), "--actors must be 0 or more, got -1"),
+                       (("evaluate", str(tmp_path), "--episodes", "0"), "--episodes must be 1 or more")):
+        one_line(herd(*args), 2, must)
+
+
+def test_no_cluster_at_all(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    env = {"RAY_ADDRESS": f"127.0.0.1:{port}", "HERD_DASHBOARD_URL": f"http://127.0.0.1:{port}"}
+    job = "herd-x-20261201-000000-0000"
+    for args in (("status", job), ("scale", job, "--actors", "2"), ("stop", job)):
+        one_line(herd(*args, **env), 2, f"no Ray cluster answers at 127.0.0.1:{port}")
+    for args in (("logs", job), ("list",)):
+        one_line(herd(*args, **env), 2, f"no Ray dashboard at http://127.0.0.1:{port}")
+
+
+def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
+    # a learner no node can hold: the driver refuses it (exit 2) before starting anything
+    cfg = {**SMALL, "learner": {**SMALL["learner"], "num_cpus": 64}, "run": {**SMALL["run"], "name": "failing"}}
+    path = tmp_path / "failing.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    # Ctrl-C while following: quiet, exit 130 (the job goes on by itself)
+    r = interrupted(("submit", str(path), "--runs-dir", str(tmp_path / "runs"), "--follow"), "results:")
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr
+    job = next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("submitted"))
+
+    def ended():
+        r = herd("status", job)
+        return r if "failed" in r.stderr else None
+
+    one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, "learner.num_cpus=64")

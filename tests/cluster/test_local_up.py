@@ -1,0 +1,112 @@
+"""`herd up` / `herd down` as a user runs them: token auth on with Herd's own token (never the
+user's ~/.ray/auth_token), every port Ray opens on loopback, and `herd down` stops that
+cluster only (the suite's cluster keeps answering)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from cluster.local import CLUSTER_MARKER_ENV, dashboard_up
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def marked_pids(marker: str) -> list[int]:
+    needle = f"{CLUSTER_MARKER_ENV}={marker}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0"):
+                out.append(int(entry.name))
+        except OSError:
+            pass
+    return out
+
+
+def listening(pids: list[int]) -> list[str]:
+    """The local addresses of the TCP sockets these processes listen on (/proc/net/tcp{,6})."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+        except OSError:
+            pass
+    found = []
+    for table, width in (("tcp", 8), ("tcp6", 32)):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                addr, port = f[1].split(":")
+                raw = bytes.fromhex(addr)
+                # /proc prints each 32-bit word little-endian
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                ip = socket.inet_ntop(socket.AF_INET if width == 8 else socket.AF_INET6, raw)
+                found.append(f"{ip}:{int(port, 16)}")
+    return found
+
+
+def loopback(addr: str) -> bool:
+    ip = addr.rsplit(":", 1)[0]
+    return ip.startswith(("127.", "::ffff:127.")) or ip == "::1"
+
+
+def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_cluster, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HERD_HOME", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS",
+                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    dash = free_port()
+    env.update(HOME=str(home), HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}")
+
+    def herd(*args):
+        return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=180, check=False)
+
+    r = herd("up", "--port", str(free_port()), "--dashboard-port", str(dash), "--num-cpus", "1",
+             "--metrics-port", str(free_port()), "--client-port", str(free_port()),
+             "--agent-port", str(free_port()))
+    record = home / ".herd" / "cluster.json"
+    try:
+        assert r.returncode == 0, r.stderr
+        token = home / ".herd" / "ray_auth_token"
+        assert stat.S_IMODE(token.stat().st_mode) == 0o600 and "token auth on" in r.stdout
+        assert not (home / ".ray").exists()  # the user's Ray token is neither read nor made
+        marker = json.loads(record.read_text())["marker"]
+        pids = marked_pids(marker)
+        ports = listening(pids)
+        assert len(ports) >= 5, ports  # GCS, raylet, dashboard, client server, agent, metrics...
+        assert all(loopback(a) for a in ports), ports
+        # no token, no answer; herd's CLI finds the token by itself
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{dash}/api/version", timeout=10)
+        assert e.value.code == 401
+        r = herd("list")
+        assert r.returncode == 0, r.stderr
+    finally:
+        r = herd("down")
+    assert r.returncode == 0 and "stopped" in r.stdout, r.stderr
+    assert not marked_pids(marker) and not record.exists()
+    assert dashboard_up(ray_cluster["dashboard"])  # the suite's cluster was not touched
+    r = herd("down")
+    assert r.returncode == 0 and "nothing stopped" in r.stderr
