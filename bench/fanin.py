@@ -8,9 +8,10 @@ ingest paced at --paced transitions/s in all; flat out. Per phase: transitions/s
 updates/s, per-actor ack rate, stalled actors (no ack for > 2 s while pushing), p50/p99 ack
 latency, the learner's outbound weight bytes/s. One flat record per run.
 
-    python bench/fanin.py --clients 1000            # the GPU box (~2 min)
-    python bench/fanin.py --clients 1000 --relay    # weights through a node relay
-    python bench/fanin.py --quick                   # CPU: 50 clients, 4 s phases
+    python bench/fanin.py --clients 1000 --relay          # the GPU box (~2 min)
+    python bench/fanin.py --clients 1000                  # weights straight from the learner
+    python bench/fanin.py --clients 1000 --relay --ingest-processes 2   # when ingest_cores ~ 1
+    python bench/fanin.py --quick                         # CPU: 50 clients, 4 s phases
 """
 
 from __future__ import annotations
