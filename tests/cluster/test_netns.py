@@ -107,11 +107,14 @@ def two_nodes(tmp_path):
 
     short = Path(tempfile.mkdtemp(prefix="herdns", dir="/tmp"))  # AF_UNIX paths: <108 bytes
     ray_bin = str(Path(sys.executable).with_name("ray"))
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+    # token auth on both nodes, with the suite's token (tests/conftest.py): both namespaces see
+    # the same file system, so RAY_AUTH_TOKEN_PATH names it for every process of this test
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
            # the job's entrypoint (`python -m cluster.driver`) must find this venv's python
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    # a relative PYTHONPATH (`PYTHONPATH=. pytest`) breaks Python subprocesses Ray starts elsewhere
-    for key in ("RAY_ADDRESS", "HERD_DASHBOARD_URL", "PYTHONPATH"):
+    # a relative PYTHONPATH (`PYTHONPATH=. pytest`) breaks Python subprocesses Ray starts
+    # elsewhere; and these nodes are two hosts, not a loopback-only head
+    for key in ("RAY_ADDRESS", "HERD_DASHBOARD_URL", "PYTHONPATH", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
         env.pop(key, None)
     try:
         net.create()
@@ -133,16 +136,16 @@ def two_nodes(tmp_path):
 def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, tmp_path):
     net, env = two_nodes
 
-    def herd(*args, check=True):
-        r = net.exec(net.head, sys.executable, "-m", "cluster", *args, env=env, cwd=ROOT,
+    def herd(*args, check=True, ns=net.head):
+        r = net.exec(ns, sys.executable, "-m", "cluster", *args, env=env, cwd=ROOT,
                      check=False, timeout=180)
         if check and r.returncode:
             raise AssertionError(f"herd {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}")
         return r
 
-    def query(code: str):
-        """Run Python inside the head namespace against the cluster; its last line is JSON."""
-        r = net.exec(net.head, sys.executable, "-c", code, env=env, cwd=ROOT, timeout=120)
+    def query(code: str, ns=net.head, **extra):
+        """Run Python inside a namespace against the cluster; its last line is JSON."""
+        r = net.exec(ns, sys.executable, "-c", code, env={**env, **extra}, cwd=ROOT, timeout=150)
         return json.loads(r.stdout.strip().splitlines()[-1])
 
     def both_nodes():
@@ -160,8 +163,14 @@ def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, 
            "run": {**SMALL["run"], "name": "netns"}}
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     runs = tmp_path / "runs"
+    # from the other host: without Ray's token nothing of the cluster answers
+    refused = query(ATTACK.format(head=HEAD_IP), ns=net.worker, RAY_AUTH_MODE="disabled")
+    assert refused["job_submit"] == 401, refused
+    assert refused["gcs_driver"] and refused["ray_client"], refused
+    # ... with it, the job is submitted from there (its learner token goes through Ray's
+    # key-value store, not the job's env vars: the driver is on another machine)
     out = herd("submit", str(tmp_path / "cfg.yaml"), "--runs-dir", str(runs),
-               "--actor-resources", '{"herd_worker": 1}').stdout
+               "--actor-resources", '{"herd_worker": 1}', ns=net.worker).stdout
     job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
 
     last = {}
@@ -184,6 +193,16 @@ def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, 
         raise
     logs = herd("logs", job).stdout
     assert f"learner at {HEAD_IP}:" in logs, logs[-2000:]
+    learner = logs.split("learner at ", 1)[1].split(",", 1)[0]
+    # the learner's gRPC from the other host: refused without the learner token, open with it
+    calls = query(PUSH.format(address=learner, token=TOKEN), ns=net.worker)
+    assert calls == {"without": "UNAUTHENTICATED", "with": "OK"}, calls
+    # a Ray client from the other host, with Ray's token
+    assert query(CLIENT.format(head=HEAD_IP), ns=net.worker)["cpus"] == 4
+    info = query("from ray.job_submission import JobSubmissionClient as C; import json;"
+                 f"print(json.dumps(C('http://{HEAD_IP}:8265').get_job_info('{job}')"
+                 ".runtime_env['env_vars']))")
+    assert TOKEN not in json.dumps(info) and "HERD_TOKEN_KV" in info
 
     # where everything runs, from Ray itself
     where = query(
@@ -202,3 +221,49 @@ def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, 
     wait_for(lambda: (runs / job / "summary.json").exists(), 240, "summary.json", poll=3)
     s = json.loads((runs / job / "summary.json").read_text())
     assert s["actor_acked"] == s["actor_steps"] == int(s["learner"]["received"]) > 0
+
+
+# Run in the worker namespace with RAY_AUTH_MODE=disabled: an attacker on the LAN, no token.
+ATTACK = """
+import json, urllib.error, urllib.request
+out = {{}}
+req = urllib.request.Request("http://{head}:8265/api/jobs/", method="POST",
+                             data=json.dumps({{"entrypoint": "touch /tmp/herd-pwned"}}).encode(),
+                             headers={{"Content-Type": "application/json"}})
+try:
+    out["job_submit"] = urllib.request.urlopen(req, timeout=20).status
+except urllib.error.HTTPError as e:
+    out["job_submit"] = e.code
+import ray
+for name, addr in (("gcs_driver", "{head}:6379"), ("ray_client", "ray://{head}:10001")):
+    try:
+        ray.init(address=addr, logging_level="ERROR")
+        out[name] = None  # connected: the test fails
+        ray.shutdown()
+    except Exception as e:
+        out[name] = type(e).__name__
+print(json.dumps(out))
+"""
+
+CLIENT = """
+import json, ray
+ray.init(address="ray://{head}:10001", logging_level="ERROR")
+print(json.dumps({{"cpus": ray.cluster_resources().get("CPU")}}))
+"""
+
+PUSH = """
+import json, grpc
+from proto import codec, herd_pb2 as pb, herd_pb2_grpc as pb_grpc
+out = {{}}
+with grpc.insecure_channel("{address}") as ch:
+    stub = pb_grpc.LearnerStub(ch)
+    try:
+        for _ in stub.PushTransitions(iter([pb.TransitionBatch()]), timeout=20):
+            break
+        out["without"] = "OK"
+    except grpc.RpcError as e:
+        out["without"] = e.code().name
+    stub.GetStatus(pb.StatusRequest(), metadata=((codec.TOKEN_HEADER, "{token}"),), timeout=20)
+    out["with"] = "OK"
+print(json.dumps(out))
+"""
