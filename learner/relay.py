@@ -37,7 +37,10 @@ class WeightRelay:
     by default: the node's own actors)."""
 
     def __init__(self, learner_address: str, *, host: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None, max_message_mb: int = 64, name: str = "relay"):
+                 token: str | None = None, tls_ca: str | None = None, max_message_mb: int = 64,
+                 name: str = "relay"):
+        """`token`: the job's, sent to the learner and asked of the node's actors; `tls_ca`:
+        the learner's CA when its port is TLS (the relay's own loopback port is plaintext)."""
         self.learner_address, self.name = learner_address, name
         self.publisher = WeightPublisher()
         self.server = Server(lambda: WeightStreams(self.publisher), host, port, token,
@@ -46,8 +49,13 @@ class WeightRelay:
         self.publisher.subscribe(lambda: self.server.call(self.server.servicer.weights_published))
         self._metadata = ((codec.TOKEN_HEADER, token),) if token else ()
         limit = max_message_mb * 2**20
-        self._channel = grpc.insecure_channel(learner_address, options=[
-            ("grpc.max_receive_message_length", limit), *keepalive.CLIENT_OPTIONS])
+        options = [("grpc.max_receive_message_length", limit), *keepalive.CLIENT_OPTIONS]
+        if tls_ca:
+            with open(tls_ca, "rb") as f:
+                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self._channel = grpc.secure_channel(learner_address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(learner_address, options=options)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="herd-relay", daemon=True)
         self._thread.start()
