@@ -37,7 +37,9 @@ class MLPPolicy:
             self.layers = list(zip(arrays[0::2], arrays[1::2]))
         elif self.arch == "residual":
             try:
-                pair = lambda k: (named[f"{k}.weight"], named[f"{k}.bias"])  # noqa: E731
+                def pair(k):
+                    return named[f"{k}.weight"], named[f"{k}.bias"]
+
                 n = len({k.split(".")[0] for k in named if k.startswith("b")})
                 self.inp, self.out_norm, self.head = pair("in"), pair("out_norm"), pair("head")
                 self.blocks = [(pair(f"b{i}.norm"), pair(f"b{i}.fc1"), pair(f"b{i}.fc2")) for i in range(n)]

@@ -14,6 +14,7 @@ there; `wire_tensors` slices them off, so the actors see the unpadded layout.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -43,7 +44,7 @@ class Actor(nn.Module):
         out = pad8(2 * action_dim)
         if arch == "mlp":
             sizes = (self.in_dim, *hidden)
-            self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+            self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
             self.head = nn.Linear(sizes[-1], out)
         else:
             self.inp = nn.Linear(self.in_dim, width)
@@ -174,7 +175,7 @@ class Critic(nn.Module):
             sizes = (self.in_dim, *hidden)
             self.layers = nn.ModuleList(
                 StackedLinear(n_q, a, b, true_in if i == 0 else None)
-                for i, (a, b) in enumerate(zip(sizes, sizes[1:]))
+                for i, (a, b) in enumerate(itertools.pairwise(sizes))
             )
             self.head = StackedLinear(n_q, sizes[-1], out_dim)
             first = self.layers[0]
