@@ -7,7 +7,7 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors
+.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors bench-family bench-ablation
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -77,3 +77,13 @@ bench-actors: ## issue 4's figures: wire encoding, CPU per actor step (by thread
 	timeout 120 $(PYTHON) bench/wire.py
 	timeout 150 $(PYTHON) bench/actor_cost.py --seconds 5 --warmup 2
 	timeout 420 $(PYTHON) bench/actors.py --counts 1,2,4,8,16 --variants base,envs=16 --seconds 5 --warmup 2 --threaded ''
+
+bench-family: ## the family beside plain SAC on one task, 2 minutes each: make bench-family TASK=Walker2d-v5
+	$(PYTHON) -m cluster up
+	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
+	  --set env.id=$(or $(TASK),Walker2d-v5) --seconds 120 --out bench/results/family-$(or $(TASK),Walker2d-v5)-nvidia-h200.json
+
+bench-ablation: ## each piece of the family off in turn on Humanoid-v5 (PIECES=all or a comma list; several GPU calls)
+	$(PYTHON) -m cluster up
+	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1,2) --seconds 240 \
+	  --out bench/results/ablation-nvidia-h200.json

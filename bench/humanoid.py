@@ -2,6 +2,7 @@
 
     python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml --seeds 1,2
+    python bench/humanoid.py --ablate all --seeds 1,2 --seconds 240   # each piece of the family off in turn
 
 Starts a local Ray head if none answers, submits each (config, seed) job in turn through the
 `herd` CLI, follows it, then reads runs/<job>/summary.json: deterministic evaluation return
@@ -49,6 +50,26 @@ def lowest_after(evals: list[dict], threshold: float) -> float | None:
     hit = first_reaching(evals, threshold)
     later = evals[evals.index(hit) + 1:] if hit else []
     return min((e["mean_return"] for e in later), default=None)
+
+
+ABLATIONS = {
+    "residual": {"learner.actor_arch": "mlp", "learner.critic_arch": "mlp"},  # 2x256 MLPs instead
+    "c51": {"learner.critic_loss": "mse"},
+    "obs_norm": {"learner.obs_norm": False},
+    # without the reward RMS the returns are in the env's own units: atoms wide enough for Humanoid's
+    "reward_norm": {"learner.reward_norm": False, "learner.v_min": -500.0, "learner.v_max": 1500.0},
+    "n_step": {"learner.n_step": 1},
+}
+"""The family's pieces, each switched off on its own (a run of the config without it)."""
+
+
+def variants(ablate: str | None) -> list[tuple[str, dict]]:
+    """('full', {}) then ('-piece', overrides) for each piece asked for."""
+    names = [] if not ablate else list(ABLATIONS) if ablate == "all" else ablate.split(",")
+    unknown = [n for n in names if n not in ABLATIONS]
+    if unknown:
+        raise SystemExit(f"--ablate: unknown piece(s) {unknown}; choose from {list(ABLATIONS)} or 'all'")
+    return [("full", {}), *((f"-{n}", ABLATIONS[n]) for n in names)]
 
 
 ALGO_KEYS = ("actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width", "critic_blocks",
@@ -123,6 +144,7 @@ def main() -> int:
     p.add_argument("--seeds", default="0", help="comma list: each config runs once per seed")
     p.add_argument("--seconds", type=float, default=240, help="the job's run.max_seconds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--ablate", default=None, help="'all' or a comma list of " + ",".join(ABLATIONS))
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -131,22 +153,25 @@ def main() -> int:
     local.up(num_cpus=os.cpu_count())
     records, curves = [], []
     path = result_path("humanoid", args.out, quick=False)
-    for config in args.config or ["configs/humanoid.yaml"]:
+    runs = [(c, v, o) for c in args.config or ["configs/humanoid.yaml"] for v, o in variants(args.ablate)]
+    for config, variant, overrides in runs:
         for seed in [int(x) for x in args.seeds.split(",")]:
-            rec = run_one(config, seed, args, info)
+            sets = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
+            rec = {"variant": variant, **run_one(config, seed, args, info, sets)}
             records.append(rec)
-            curves.append((f"{Path(config).stem} s{seed}", rec["evaluations"]))
+            name = Path(config).stem + ("" if variant == "full" else f" {variant}")
+            curves.append((f"{name} s{seed}", rec["evaluations"]))
             save(records, path)  # what ran survives a later run's failure
             plot(curves, path.with_suffix(".png"), f"Herd, {rec['env']}, {info['machine']}")
     console.print(f"wrote {path} and {path.with_suffix('.png')}")
     return 0
 
 
-def run_one(config: str, seed: int, args, info: dict) -> dict:
+def run_one(config: str, seed: int, args, info: dict, sets: list[str] = ()) -> dict:
     cold = compile_cache_empty()
     cfg = apply_overrides(yaml.safe_load((ROOT / config).read_text()),
                           [f"run.max_seconds={args.seconds}", f"learner.seed={seed}", f"actors.seed={seed}",
-                           *args.set])
+                           *args.set, *sets])
     # one file per run: several benches may submit at once
     fd, name = tempfile.mkstemp(prefix=f"herd-bench-{cfg['env']['id']}-", suffix=".yaml")
     os.close(fd)
