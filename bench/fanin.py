@@ -31,7 +31,6 @@ if __package__ in (None, ""):  # run as a script: bench/ must not shadow the pac
 
 import numpy as np
 
-from bench.common import console, header, proc_cpu_s, result_path, save
 from bench.ingest import ACT, BOUND, OBS, humanoid_spec
 
 IDLE, PUSH, STOP = 0, 1, 2
@@ -191,6 +190,8 @@ def ack_stats(books: list[dict], t0: float, t1: float) -> dict:
 def measure(learner, seconds: float) -> tuple[dict, float, float]:
     """Rates over `seconds`, and the cores the learner's process and its ingest process used
     (an ingest process near 1.0 is the ceiling of one ingest loop)."""
+    from bench.common import proc_cpu_s
+
     pids = (os.getpid(), *getattr(learner.ingest, "pids", ()))
     c0 = [proc_cpu_s(p) for p in pids]
     s0, t0 = learner.status_dict(), time.monotonic()
@@ -226,6 +227,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="CPU-sized: 50 clients, 4 s phases")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    # here, not at the top: the client processes import this module and need no torch
+    from bench.common import console, header, result_path, save
+
     small = {}
     if args.quick:
         args.clients, args.procs, args.rows, args.paced = min(args.clients, 50), 2, 64, 5_000

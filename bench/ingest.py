@@ -23,9 +23,6 @@ if __package__ in (None, ""):  # run as a script: bench/ must not shadow the pac
     sys.path.insert(0, str(_here.parent))
 
 import numpy as np
-from rich.table import Table
-
-from bench.common import console, header, progress, result_path, save
 
 OBS, ACT, BOUND = 348, 17, 0.4
 
@@ -116,6 +113,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    # here, not at the top: the sender processes import this module and need neither torch nor rich
+    from rich.table import Table
+
+    from bench.common import console, header, progress, result_path, save
+
     if args.quick:
         args.senders, args.rows, args.rate, args.seconds = 2, 256, 3_000, 3.0
     info = header("Herd ingest: gRPC -> replay buffer")
