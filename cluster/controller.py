@@ -51,6 +51,7 @@ class Controller:
         # the count asked for (the config's, then the latest scale call's): status shows it while
         # the actors are still being created
         self.target_actors = actor_cfg.num_actors
+        self._scaled = False  # set by the first scale(): start() then leaves the count alone
         self.retired: dict[str, dict] = {}  # final stats of actors scaled away
         # last stats seen of actor processes that died and were restarted by Ray (their
         # counters start again from 0 in the new process): kept so that totals stay whole
@@ -96,6 +97,7 @@ class Controller:
         if n < 0:
             raise ValueError("the actor count cannot be negative")
         self.target_actors = n
+        self._scaled = True
         with self._lock:
             while len(self.actors) < n:
                 actor_id, handle = self._spawn()
@@ -129,6 +131,13 @@ class Controller:
         self._last_seen = {a: v for a, v in self._last_seen.items() if a in self.actors}
         return {"actors": len(self.actors), "removed": [a for a, _ in victims],
                 **self.resource_note()}
+
+    def start(self) -> dict:
+        """The config's actors, unless a `herd scale` got here first (it runs on another of
+        this actor's threads, and the user's count wins)."""
+        if self._scaled:
+            return {"actors": len(self.actors), "removed": [], **self.resource_note()}
+        return self.scale(self.actor_cfg.num_actors)
 
     @staticmethod
     def _waiting_for_resources(items: list[tuple[str, ray.actor.ActorHandle]]) -> set[str]:

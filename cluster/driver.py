@@ -166,7 +166,7 @@ def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
     controller = ray.remote(Controller).options(
         name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
     ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
-    return controller, controller.scale.remote(cfg.actors.num_actors)
+    return controller, controller.start.remote()
 
 
 class LearnerWatch:
