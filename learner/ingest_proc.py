@@ -152,7 +152,7 @@ class _Child:
         self.blocks = torch.from_numpy(np.ndarray((slots, rows, width), np.float32, buffer=self._shm.buf))
         if pin:  # stays registered as long as the mapping lives (this process)
             err = torch.cuda.cudart().cudaHostRegister(self.blocks.data_ptr(), nbytes, 0)
-            if err != torch.cuda.cudart().cudaError.success:  # still right, one host copy slower
+            if int(err) != 0:  # not cudaSuccess: still right, one host copy slower
                 log.warning("ingest slots could not be page-locked (%s): rows go through a "
                             "pinned copy", err)
         # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
