@@ -173,7 +173,7 @@ class Learner:
             "device": str(self.device),
             "losses": dict(zip(LOSS_NAMES, self.trainer.losses.tolist())),
             # beyond proto LearnerStatus: for the driver's fault accounting and the soak
-            "capture_s": self.trainer.step.capture_s,  # compile + graph capture at start-up
+            "capture_s": self.trainer.capture_s,  # compile + graph capture at start-up
             "pid": os.getpid(),
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,

@@ -44,6 +44,12 @@ class Trainer:
         version = max(self.publisher.version, self.base_version) + 1
         self.publisher.publish(self.sac.policy_weights(version))
 
+    @property
+    def capture_s(self) -> float:
+        """Compile + graph capture at start-up (0 until the update exists: ingest may ask for a
+        status before the training thread starts)."""
+        return self.step.capture_s if self.step is not None else 0.0
+
     def start(self) -> None:
         """Build the update callable (captured on the training thread as it starts) and run."""
         from learner.graphed import make_update
