@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class LearnerConfig(BaseModel):
@@ -138,6 +138,12 @@ class LearnerConfig(BaseModel):
     down_timeout_s: float = Field(180.0, gt=0)
     """How long the driver waits for a dead learner to come back before failing the job."""
     seed: int = 0
+
+    @field_validator("ingest_process", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, v):
+        """YAML reads a bare on/off as a boolean: take it as the word it was."""
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
     @model_validator(mode="after")
     def _atoms(self):

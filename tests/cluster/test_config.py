@@ -118,3 +118,9 @@ def test_actors_take_n_step_and_gamma_from_the_learner_and_a_dump_reads_back():
     assert parse_config(yaml.safe_load(dump_config(cfg))) == cfg  # the driver re-reads the dump
     with pytest.raises(ConfigError, match="set learner.n_step"):
         parse_config({"env": {"id": "Hopper-v5"}, "actors": {"n_step": 2}})
+
+
+def test_a_bare_yaml_on_off_is_the_word_it_was():
+    for word in ("on", "off"):
+        cfg = parse_config(yaml.safe_load(f"env: {{id: Hopper-v5}}\nlearner: {{ingest_process: {word}}}"))
+        assert cfg.learner.ingest_process == word
