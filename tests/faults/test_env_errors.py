@@ -3,14 +3,33 @@
 import logging
 import time
 
+import pytest
+
 from actors.config import ActorConfig, EnvConfig
 from actors.env_actor import EnvActor
+from actors.envs import describe, make_env
+from proto import codec
 
 
-def test_raising_env_is_recreated_and_logged_once(make_learner, caplog):
-    learner = make_learner(min_replay_size=200, buffer_capacity=20_000, replay_ratio=None)
+@pytest.fixture
+def faulty_learner():
+    """A learner whose env spec is the faulty env's own (the handshake compares env ids)."""
+    from learner.config import LearnerConfig
+    from learner.service import Learner
+
     env_cfg = EnvConfig(id="HerdFaulty-v0", module="tests.faults.faulty_env",
                         kwargs={"fail_every": 40})
+    d = describe(make_env(env_cfg))
+    spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
+                               d["action_low"], d["action_high"])
+    learner = Learner(LearnerConfig(buffer_capacity=20_000, min_replay_size=200, batch_size=64,
+                                    hidden_sizes=(64, 64), replay_ratio=None), spec)
+    yield learner, env_cfg
+    learner.stop()
+
+
+def test_raising_env_is_recreated_and_logged_once(faulty_learner, caplog):
+    learner, env_cfg = faulty_learner
     cfg = ActorConfig(num_envs=3, steps_per_push=8, warmup_steps=64, window=2)
     with caplog.at_level(logging.INFO, logger="herd.actor"):
         actor = EnvActor("faulty", env_cfg, cfg, learner.address(), seed=3)
@@ -26,7 +45,8 @@ def test_raising_env_is_recreated_and_logged_once(make_learner, caplog):
     # the failed steps are no transitions; everything else arrived, exactly once
     assert stats["sent"] == stats["steps"] == stats["acked"]
     deadline = time.monotonic() + 10
-    while learner.buffer.inserted < stats["sent"] and time.monotonic() < deadline:
+    while learner.status_dict()["inserted"] < stats["sent"] and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert learner.received == learner.buffer.inserted == stats["sent"]
-    assert learner.rejected == 0
+    ls = learner.status_dict()
+    assert ls["received"] == ls["inserted"] == stats["sent"]
+    assert ls["rejected_batches"] == 0
