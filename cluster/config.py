@@ -36,6 +36,9 @@ class RunConfig(BaseModel):
     log_every_s: float = Field(2.0, gt=0)
     """Seconds between metric rows (CSV, TensorBoard, the log line)."""
     checkpoint_every_s: float = Field(300.0, gt=0)
+    keep_checkpoints: int = Field(1, ge=1)
+    """How many checkpoints to keep: checkpoint/ is the latest, older ones stay in
+    checkpoints/<updates>/ (hard links: no copy; each holds its files' space until pruned)."""
     save_replay: bool = False
     """Include the replay buffer in checkpoints (torch.load(mmap=True) compatible)."""
     start_without_actors: bool = False

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -110,6 +111,31 @@ def keep_best_policy(run_dir: Path, weights) -> None:
     tmp = run_dir / (BEST_POLICY + ".tmp")
     tmp.write_bytes(weights.SerializeToString())
     tmp.replace(run_dir / BEST_POLICY)
+
+
+def keep_history(ckpt_dir: Path, keep: int) -> None:
+    """After a save: hard-link checkpoint/'s files into checkpoints/<updates>/ and prune to the
+    `keep` newest (checkpoint/ itself counts as one). The next save renames new files over
+    checkpoint/'s names, so the links go on naming this save's data: a policy that collapses
+    later cannot overwrite the last good full state."""
+    if keep <= 1:
+        return
+    history = ckpt_dir.parent / "checkpoints"
+    import torch
+
+    updates = int(torch.load(ckpt_dir / "model.pt", map_location="cpu", weights_only=True)["updates"])
+    snap = history / f"{updates:012d}"
+    if not snap.exists():
+        tmp = history / f".{updates:012d}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name in ("model.pt", "replay.pt"):
+            if (ckpt_dir / name).exists():
+                os.link(ckpt_dir / name, tmp / name)
+        tmp.rename(snap)
+    # the newest snapshot is checkpoint/'s own: keep-1 older ones beside it
+    for old in sorted(p for p in history.iterdir() if not p.name.startswith("."))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
@@ -318,6 +344,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
             try:
                 ray.get(learner.save.remote(ckpt_dir, cfg.run.save_replay))
                 last_ckpt = now
+                keep_history(Path(ckpt_dir), cfg.run.keep_checkpoints)
             except LEARNER_DOWN:  # died while saving: the next poll sees it
                 pass
             except OSError as e:  # disk full, say: the learner cleaned up; retry next interval
@@ -347,6 +374,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     final_learner = watch.call("stop")  # inserts everything staged before it returns
     try:
         watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
+        keep_history(Path(ckpt_dir), cfg.run.keep_checkpoints)
     except OSError as e:
         checkpoint_errors.append({"time_s": round(time.monotonic() - start, 1), "error": one_line(e),
                                   "final": True})

@@ -102,3 +102,25 @@ def test_a_full_disk_fails_the_save_in_one_line_and_leaves_no_partial_file(make_
     assert state["updates"] == learner.updates
     time.sleep(0.1)
     assert learner.status_dict()["learner_id"]  # no failure surfaced by the training thread
+
+
+def test_older_checkpoints_survive_the_next_saves_up_to_keep(tmp_path):
+    """run.keep_checkpoints: each save's files stay reachable in checkpoints/<updates>/ (hard
+    links), so a later save of a collapsed policy cannot overwrite the last good state."""
+    from cluster.driver import keep_history
+
+    ckpt = tmp_path / "checkpoint"
+    ckpt.mkdir()
+    for updates in (100, 200, 300, 400):
+        tmp = ckpt / "model.pt.tmp"
+        torch.save({"updates": updates}, tmp)
+        os.replace(tmp, ckpt / "model.pt")  # as Learner.save renames over the previous file
+        keep_history(ckpt, keep=3)
+    history = tmp_path / "checkpoints"
+    kept = sorted(p.name for p in history.iterdir())
+    assert kept == ["000000000200", "000000000300", "000000000400"]
+    for name in kept:
+        assert torch.load(history / name / "model.pt", weights_only=True)["updates"] == int(name)
+    assert (history / "000000000400" / "model.pt").samefile(ckpt / "model.pt")  # a link, no copy
+    keep_history(ckpt, keep=1)  # the default keeps no history and touches none
+    assert len(list(history.iterdir())) == 3

@@ -14,7 +14,7 @@ from tests.jobs import SMALL, herd, status, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
-CFG = {**SMALL, "run": {**SMALL["run"], "name": "diskfull", "checkpoint_every_s": 2}}
+CFG = {**SMALL, "run": {**SMALL["run"], "name": "diskfull", "checkpoint_every_s": 2, "keep_checkpoints": 2}}
 
 
 def test_a_full_disk_during_checkpoints_costs_the_job_nothing(ray_cluster, tmp_path):
@@ -48,3 +48,6 @@ def test_a_full_disk_during_checkpoints_costs_the_job_nothing(ray_cluster, tmp_p
                                                 for e in summary["checkpoint_errors"])
     assert summary["checkpoint"] == str(ckpt) and (ckpt / "model.pt").is_file()
     assert summary["actor_steps"] == summary["actor_acked"] == int(summary["learner"]["received"])
+    # keep_checkpoints: 2: the final save and the one before it, as hard links
+    kept = sorted((run_dir / "checkpoints").iterdir())
+    assert len(kept) == 2 and (kept[-1] / "model.pt").samefile(ckpt / "model.pt")
