@@ -110,3 +110,18 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
     assert dashboard_up(ray_cluster["dashboard"])  # the suite's cluster was not touched
     r = herd("down")
     assert r.returncode == 0 and "nothing stopped" in r.stderr
+
+
+def test_the_token_hand_off_follows_the_address_not_its_spelling():
+    """`herd submit` hands learner.token over in a private file when the dashboard is on this
+    machine, however the URL spells it (http://localhost:8265 used to put it in the job's env
+    vars, which the dashboard shows, because the test was '127.0.0.1' in the URL)."""
+    from cluster.local import is_this_machine
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # UDP: picks the outgoing interface, sends nothing
+        own = s.getsockname()[0]
+    for host in ("localhost", "127.0.0.1", "127.0.0.2", "::1", "[::1]", own):
+        assert is_this_machine(host), host
+    for host in ("198.51.100.7", "127.0.0.1.example.invalid", ""):
+        assert not is_this_machine(host), host
