@@ -50,6 +50,8 @@ class ActorConfig(BaseModel):
     """Rewards summed per row (n-step returns); the job sets it from learner.n_step."""
     gamma: float = Field(0.99, gt=0, le=1)
     """Discount of the n-step sums; the job sets it from learner.gamma."""
+    weights_relay: bool = False
+    """Actors watch for weights at one relay per node (learner/relay.py), not the learner."""
     tls_ca: str | None = None
     """PEM of the CA (or the learner's self-signed cert) when the learner serves TLS."""
     seed: int = 0

@@ -29,7 +29,8 @@ log = logging.getLogger("herd.actor")
 
 class EnvActor:
     def __init__(self, actor_id: str, env_cfg: EnvConfig, cfg: ActorConfig, learner_address: str,
-                 token: str | None = None, seed: int = 0):
+                 token: str | None = None, seed: int = 0, weights_address: str | None = None):
+        """`weights_address`: where to watch for weights when not the learner (the node's relay)."""
         torch.set_num_threads(1)
         steady_heap()  # batches and weights reuse heap blocks instead of fresh page-faulted maps
         self.actor_id, self.env_cfg, self.cfg = actor_id, env_cfg, cfg
@@ -45,7 +46,8 @@ class EnvActor:
         self.client = LearnerClient(learner_address, actor_id, spec, token=token,
                                     window=cfg.window,
                                     backoff=(cfg.reconnect_initial_s, cfg.reconnect_max_s),
-                                    on_weights=self._on_weights, tls_ca=cfg.tls_ca)
+                                    on_weights=self._on_weights, tls_ca=cfg.tls_ca,
+                                    weights_address=weights_address)
         self.steps = 0
         self.episodes = 0
         self.returns: collections.deque[float] = collections.deque(maxlen=100)
@@ -164,6 +166,7 @@ class EnvActor:
             "sent": c["sent"],
             "acked": c["acked"],
             "rejected": c["rejected"],
+            "refused": c["refused"],  # pushes the learner turned away (full: max_actors)
             "bytes_sent": c["bytes_sent"],
             "episodes": self.episodes,
             "mean_return": float(np.mean(self.returns)) if self.returns else None,

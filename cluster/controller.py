@@ -7,6 +7,10 @@ and the learner's and every actor's stats each time it polls them.
 
 Env actors go where $HERD_ACTOR_RESOURCES (JSON, e.g. {"herd_worker": 1}; set by
 `herd submit --actor-resources`) says: Ray custom resources that only CPU worker nodes offer.
+
+With actors.weights_relay the controller picks each env actor's node itself, so that the node's
+weights relay (learner/relay.py; one Ray actor per job and node, 0 CPUs) is there before it:
+the actor watches for weights on the relay's loopback port instead of at the learner.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.config import ActorConfig, EnvConfig
 from actors.env_actor import EnvActor
+from learner.relay import WeightRelay
 
 NAMESPACE = "herd"
 ACTOR_RESOURCES_ENV = "HERD_ACTOR_RESOURCES"
@@ -40,6 +47,10 @@ def actor_resources() -> dict[str, float]:
 
 def controller_name(job_id: str) -> str:
     return f"herd-controller-{job_id}"
+
+
+def relay_name(job_id: str, node_id: str) -> str:
+    return f"{job_id}-relay-{node_id}"
 
 
 class Controller:
@@ -62,6 +73,8 @@ class Controller:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._remote = ray.remote(EnvActor)
+        # node id -> (relay handle, ref of its loopback address), with actors.weights_relay
+        self.relays: dict[str, tuple[ray.actor.ActorHandle, ray.ObjectRef]] = {}
         self.resources = actor_resources()
         self.metrics = None
         try:
@@ -71,11 +84,21 @@ class Controller:
         except Exception:  # metrics are an aid; a job must not fail for want of them
             log.exception("Ray metrics unavailable; the job runs without them")
 
-    def _spawn(self) -> tuple[str, ray.actor.ActorHandle]:
+    def _spawn(self, planned: Counter) -> tuple[str, ray.actor.ActorHandle]:
+        """One env actor; `planned`: actors placed on each node in this scale call so far
+        (Ray's free-resource view does not count them yet)."""
         i = self._next
         self._next += 1
         actor_id = f"actor-{i}"
         extra = {"resources": self.resources} if self.resources else {}
+        relay = {}
+        node = self._pick_node(planned) if self.actor_cfg.weights_relay else None
+        if node is not None:
+            planned[node] += 1
+            extra["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+            # a ref: Ray hands the actor the address once the relay answers, so the relay is
+            # up before the node's actors, and this call does not wait for it
+            relay["weights_address"] = self._relay(node)[1]
         handle = self._remote.options(
             name=f"{self.job_id}-{actor_id}",
             namespace=NAMESPACE,
@@ -84,8 +107,62 @@ class Controller:
             max_concurrency=4,
             **extra,
         ).remote(actor_id, self.env_cfg, self.actor_cfg, self.learner_address, self.token,
-                 seed=self.actor_cfg.seed * 1_000 + i)
+                 seed=self.actor_cfg.seed * 1_000 + i, **relay)
         return actor_id, handle
+
+    def _pick_node(self, planned: Counter) -> str | None:
+        """The node of the next env actor: the fullest alive node with its CPUs (and custom
+        resources) free, else the roomiest that has them at all (it waits there for them).
+        None when no node ever could: the actor goes without a relay and waits like any other."""
+        from ray._private.state import available_resources_per_node
+
+        need = {"CPU": self.actor_cfg.num_cpus, **self.resources}
+        able = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n.get("Alive")
+                and all(n["Resources"].get(r, 0) >= v for r, v in need.items())}
+        if not able:
+            return None
+        free = available_resources_per_node()
+        left = {node: {r: free.get(node, {}).get(r, 0) - planned[node] * v for r, v in need.items()}
+                for node in able}
+        fits = [node for node in able if all(left[node][r] >= v for r, v in need.items())]
+        if fits:
+            return min(fits, key=lambda node: left[node]["CPU"])
+        return max(able, key=lambda node: able[node].get("CPU", 0) - planned[node] * need["CPU"])
+
+    def _relay(self, node: str) -> tuple[ray.actor.ActorHandle, ray.ObjectRef]:
+        """The job's relay on `node` (started on first use): its handle and address ref."""
+        if node not in self.relays:
+            handle = ray.remote(WeightRelay).options(
+                name=relay_name(self.job_id, node), namespace=NAMESPACE, get_if_exists=True,
+                num_cpus=0, max_concurrency=4,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(self.learner_address, token=self.token, tls_ca=self.actor_cfg.tls_ca,
+                     name=f"relay-{node[:12]}")
+            self.relays[node] = (handle, handle.address.remote())
+        return self.relays[node]
+
+    def relay_stats(self, timeout: float = 10.0) -> dict[str, dict]:
+        """Each relay's stats by node id (an error entry for one that does not answer)."""
+        items = list(self.relays.items())
+        refs = [h.stats.remote() for _, (h, _) in items]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=timeout)[0]) if refs else set()
+        out = {}
+        for (node, _), ref in zip(items, refs):
+            try:
+                if ref not in ready:
+                    raise TimeoutError
+                out[node] = ray.get(ref)
+            except Exception as e:  # noqa: BLE001 -- booting or dead: report, do not fail the status
+                out[node] = {"error": f"unavailable: {type(e).__name__}"}
+        return out
+
+    def stop_relays(self, timeout: float = 10.0) -> dict[str, dict]:
+        """At wind-down, after scale(0): every relay's final stats; then they are gone."""
+        final = self.relay_stats(timeout)
+        relays, self.relays = self.relays, {}
+        for handle, _ in relays.values():
+            ray.kill(handle, no_restart=True)
+        return final
 
     def scale(self, n: int, timeout: float = 60.0) -> dict:
         """Set the number of env actors; removed ones deliver what they stepped first.
@@ -99,8 +176,9 @@ class Controller:
         self.target_actors = n
         self._scaled = True
         with self._lock:
+            planned: Counter = Counter()
             while len(self.actors) < n:
-                actor_id, handle = self._spawn()
+                actor_id, handle = self._spawn(planned)
                 self.actors[actor_id] = handle
             victims = list(self.actors.items())[n:]
             for actor_id, _ in victims:
@@ -228,6 +306,7 @@ class Controller:
             "retired": list(self.retired.values()),
             "dead_incarnations": list(self.dead_incarnations),
             "progress": dict(self.progress),
+            "relays": self.relay_stats(),
             "stop_requested": self._stop.is_set(),
         }
 

@@ -371,6 +371,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
         print(f"[herd] removing the actors failed ({one_line(e)}); their last polled counts "
               "stand in", flush=True)
+    try:  # no actor is left to serve: the relays' last counts, then they go
+        relays = ray.get(controller.stop_relays.remote())
+    except Exception as e:  # noqa: BLE001 -- they die with the controller in any case
+        relays = {"error": one_line(e)}
     final_learner = watch.call("stop")  # inserts everything staged before it returns
     try:
         watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
@@ -413,6 +417,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
         "actor_acked": acked,
+        "relays": relays,  # by node id, with actors.weights_relay: their final stats
         "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,

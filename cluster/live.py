@@ -93,12 +93,16 @@ def status_view(st: dict):
             f"({ls['inserts_per_s']:.0f}/s)\n"
             f"buffer {ls['replay_size']}/{ls['replay_capacity']}  policy v{ls['policy_version']}  "
             f"lag {ls['mean_policy_lag']:.1f}  rejected {ls['rejected_batches']}  "
+            f"refused {ls.get('refused_actors', 0)}  "
             f"gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/{ls['gpu_mem_reserved'] / 2**20:.0f} MiB"
         )
     if p:
         head += (f"\neval return {_fmt(p.get('eval_return'))}  train return "
                  f"{_fmt(p.get('train_return'))}  env steps/s {_fmt(p.get('env_steps_per_s'), '.0f')}  "
                  f"t={p.get('time_s', 0):.0f}s")
+    if st.get("relays"):
+        streams = sum(r.get("weight_streams", 0) for r in st["relays"].values())
+        head += f"\nweights relays {len(st['relays'])} ({streams} actor streams)"
     if st.get("stop_requested"):
         head += "\n[yellow]stop requested[/]"
     from rich import box

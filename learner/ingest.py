@@ -123,5 +123,6 @@ def counts(s: LearnerServicer) -> dict:
         "refused_actors": s.refused_actors,
         "clamped_versions": s.clamped_versions,
         "weight_bytes_sent": s.weight_bytes_sent,
+        "weight_streams": s.weight_streams,
         "per_actor": dict(s.received),
     }

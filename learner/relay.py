@@ -83,7 +83,8 @@ class WeightRelay:
 
     def stats(self) -> dict:
         return {"policy_version": self.publisher.version,
-                "weight_bytes_sent": self.server.servicer.weight_bytes_sent}
+                "weight_bytes_sent": self.server.servicer.weight_bytes_sent,
+                "weight_streams": self.server.servicer.weight_streams}
 
     def stop(self) -> None:
         self._closed.set()

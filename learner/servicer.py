@@ -54,6 +54,7 @@ class WeightStreams:
         self.publisher = publisher
         self.stopping = False
         self.weight_bytes_sent = 0  # PolicyWeights bytes written to all WatchWeights streams
+        self.weight_streams = 0  # WatchWeights streams open now (a relay counts as one)
         self._weights_changed = asyncio.Event()
 
     def weights_published(self) -> None:
@@ -63,18 +64,22 @@ class WeightStreams:
 
     async def WatchWeights(self, request, context):
         have = request.have_version
-        while not self.stopping and not self.publisher.closed:
-            changed = self._weights_changed
-            newer = self.publisher.newer_wire(have)
-            if newer is None:
-                try:
-                    await asyncio.wait_for(changed.wait(), 0.5)
-                except TimeoutError:
-                    pass
-                continue
-            have, wire = newer  # serialized once per version, not once per actor
-            self.weight_bytes_sent += len(wire)
-            yield wire
+        self.weight_streams += 1
+        try:
+            while not self.stopping and not self.publisher.closed:
+                changed = self._weights_changed
+                newer = self.publisher.newer_wire(have)
+                if newer is None:
+                    try:
+                        await asyncio.wait_for(changed.wait(), 0.5)
+                    except TimeoutError:
+                        pass
+                    continue
+                have, wire = newer  # serialized once per version, not once per actor
+                self.weight_bytes_sent += len(wire)
+                yield wire
+        finally:
+            self.weight_streams -= 1
 
 
 class LearnerServicer(WeightStreams):
