@@ -160,7 +160,7 @@ def test_tls_needs_cert_and_key_together():
 def test_checkpoint_holds_no_token(make_learner, tmp_path):
     learner = make_learner(token=TOKEN)
     out = Path(learner.save(str(tmp_path / "ck"), save_replay=True))
-    state = torch.load(out / "model.pt", weights_only=False)
+    state = torch.load(out / "model.pt", weights_only=True)
     assert "token" not in state["config"]
     for f in out.iterdir():
         assert TOKEN.encode() not in f.read_bytes(), f
