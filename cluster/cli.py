@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import secrets
+import signal
 import sys
 import time
 import urllib.parse
@@ -474,10 +475,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _leave(signum, frame) -> None:
+    """Ctrl-C in --watch / --follow leaves at once, quietly (the job goes on). A hard exit: a
+    KeyboardInterrupt raised inside Ray's or gRPC's calls was swallowed there or surfaced as
+    another error (seen in CI: a watch that never ended, a follow that exited 1)."""
+    sys.stdout.flush()
+    print(file=sys.stderr, flush=True)
+    os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     local.align_auth_mode()
     local.align_loopback()
+    if getattr(args, "follow", False) or getattr(args, "watch", 0):
+        signal.signal(signal.SIGINT, _leave)
     try:
         return args.fn(args)
     except KeyboardInterrupt:  # Ctrl-C in --watch / --follow: leave quietly (the job goes on)
