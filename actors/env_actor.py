@@ -136,10 +136,8 @@ class EnvActor:
                 t_push += t3 - t2
                 self._time = {"policy": t_policy, "env": t_env, "push": t_push, "wall": t3 - wall0,
                               "cpu": time.thread_time() - cpu0, "steps": self.steps}
-        if acc and acc.pending:  # pending n-step rows leave truncated where the envs stand
-            if n + acc.pending > rows:
-                self._push(buf, n, version)
-                n = 0
+        if acc:  # pending n-step rows leave truncated where the envs stand; they fit: the
+            # loop leaves room for a step's worst case (per_step), more than can be pending
             n += acc.flush_all(st.obs, buf, n)
         if n:  # what was stepped before stop still reaches the learner
             self._push(buf, n, version)

@@ -54,3 +54,24 @@ def test_pin_binds_every_thread(make_learner, env_cfg):
                 os.sched_setaffinity(int(tid), every)
             except OSError:
                 pass
+
+
+def test_n_step_actor_rows_reach_the_ring_with_their_discounts(make_learner, env_cfg):
+    """An EnvActor summing 3 steps per row: every env step is one row in the ring (stop flushes
+    the open windows), and the ring holds discounts g^k for k = 1..3 only."""
+    import numpy as np
+
+    learner = make_learner(min_replay_size=10**9, buffer_capacity=20_000, replay_ratio=None)
+    cfg = ActorConfig(num_envs=4, steps_per_push=8, warmup_steps=10**9, n_step=3, gamma=0.9)
+    actor = EnvActor("t-n", env_cfg, cfg, learner.address(), seed=3)
+    deadline = time.monotonic() + 30
+    while actor.steps < 1_000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = actor.stop()
+    assert stats["error"] is None and stats["episodes"] > 0  # episodes ended: partial windows
+    deadline = time.monotonic() + 10
+    while learner.buffer.inserted < stats["steps"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert stats["sent"] == stats["acked"] == stats["steps"] == learner.buffer.inserted
+    d = learner.buffer.discount[: learner.buffer.size].numpy()
+    np.testing.assert_allclose(np.unique(d), [0.9**3, 0.9**2, 0.9], rtol=1e-6)
