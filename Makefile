@@ -51,8 +51,11 @@ test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU)
 soak: setup ## bounded fault-injection soak run
 	$(BIN)/python -m pytest -q -m soak
 
-proto: setup ## regenerate the gRPC stubs from proto/herd.proto
-	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. proto/herd.proto
+proto: setup ## regenerate the gRPC stubs from proto/herd.proto (generated as herd/proto/: the import name)
+	rm -rf .protogen && mkdir -p .protogen/herd/proto && cp proto/herd.proto .protogen/herd/proto/
+	cd .protogen && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. herd/proto/herd.proto
+	cp .protogen/herd/proto/herd_pb2.py .protogen/herd/proto/herd_pb2_grpc.py .protogen/herd/proto/herd_pb2.pyi proto/
+	rm -rf .protogen
 
 lint: setup
 	$(BIN)/ruff check cluster learner actors proto tests bench
@@ -63,13 +66,13 @@ clean:
 # GPU box benchmarks (see README "Results"); PYTHON=python3 where there is no venv.
 PYTHON ?= $(BIN)/python
 bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit` (warm compile cache); fits one 10-minute GPU call
-	$(PYTHON) -m cluster up
-	$(PYTHON) -m cluster precompile configs/humanoid.yaml
+	$(PYTHON) -m herd up
+	$(PYTHON) -m herd precompile configs/humanoid.yaml
 	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seconds $(or $(SECONDS_BUDGET),480)
 	$(PYTHON) bench/plot_results.py
 
 bench-rllib: ## RLlib's SAC on Humanoid-v5 for the same 120 s (run in the same GPU session as bench-humanoid), then the joint plot
-	$(PYTHON) -m cluster down
+	$(PYTHON) -m herd down
 	$(PYTHON) bench/rllib_baseline.py --env Humanoid-v5 --seconds $(or $(RLLIB_SECONDS),120)
 	$(PYTHON) bench/plot_results.py
 
@@ -79,11 +82,11 @@ bench-actors: ## issue 4's figures: wire encoding, CPU per actor step (by thread
 	timeout 420 $(PYTHON) bench/actors.py --counts 1,2,4,8,16 --variants base,envs=16 --seconds 5 --warmup 2 --threaded ''
 
 bench-family: ## the family beside plain SAC on one task, 2 minutes each: make bench-family TASK=Walker2d-v5
-	$(PYTHON) -m cluster up
+	$(PYTHON) -m herd up
 	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
 	  --set env.id=$(or $(TASK),Walker2d-v5) --seconds 120 --out bench/results/family-$(or $(TASK),Walker2d-v5)-nvidia-h200.json
 
 bench-ablation: ## each piece of the family off in turn on Humanoid-v5 (PIECES=all or a comma list; several GPU calls)
-	$(PYTHON) -m cluster up
+	$(PYTHON) -m herd up
 	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1,2) --seconds 240 \
 	  --out bench/results/ablation-nvidia-h200.json

@@ -17,9 +17,9 @@ import time
 
 import grpc
 
-from proto import codec, keepalive
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.proto import codec, keepalive
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 
 log = logging.getLogger("herd.actor")
 _CLOSE = object()

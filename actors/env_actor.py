@@ -15,14 +15,14 @@ import time
 import numpy as np
 import torch
 
-from actors.client import LearnerClient
-from actors.config import ActorConfig, EnvConfig
-from actors.envs import describe
-from actors.nstep import NStep
-from actors.policy import MLPPolicy
-from actors.stepper import VecStepper
-from proto import codec
-from proto.heap import steady_heap
+from herd.actors.client import LearnerClient
+from herd.actors.config import ActorConfig, EnvConfig
+from herd.actors.envs import describe
+from herd.actors.nstep import NStep
+from herd.actors.policy import MLPPolicy
+from herd.actors.stepper import VecStepper
+from herd.proto import codec
+from herd.proto.heap import steady_heap
 
 log = logging.getLogger("herd.actor")
 

@@ -7,7 +7,7 @@ import importlib
 import gymnasium as gym
 import numpy as np
 
-from actors.config import EnvConfig
+from herd.actors.config import EnvConfig
 
 
 class EnvError(ValueError):

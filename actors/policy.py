@@ -8,8 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from proto import codec
-from proto import herd_pb2 as pb
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
 
 _acting = threading.local()
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 import numpy as np
 
-from actors.config import EnvConfig
-from actors.envs import make_env
-from actors.fast_locomotion import FastLocomotion
+from herd.actors.config import EnvConfig
+from herd.actors.envs import make_env
+from herd.actors.fast_locomotion import FastLocomotion
 
 log = logging.getLogger("herd.actor")
 

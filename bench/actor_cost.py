@@ -64,8 +64,8 @@ def faults() -> int:
 def _policy(obs_dim: int, space):
     import torch
 
-    from actors.policy import MLPPolicy
     from bench.actors import random_policy_weights
+    from herd.actors.policy import MLPPolicy
 
     torch.set_num_threads(1)
     return MLPPolicy(random_policy_weights(obs_dim, space.shape[0]), space.low, space.high)
@@ -87,11 +87,11 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
     import gymnasium as gym
     import numpy as np
 
-    from actors.config import ActorConfig, EnvConfig
+    from herd.actors.config import ActorConfig, EnvConfig
 
     if mode.startswith("herd"):
-        from actors.env_actor import EnvActor
-        from proto.heap import OFF_SWITCH
+        from herd.actors.env_actor import EnvActor
+        from herd.proto.heap import OFF_SWITCH
 
         if mode == "herd-libc-heap":  # glibc's own thresholds: no steady_heap() (proto/heap.py)
             os.environ[OFF_SWITCH] = "0"
@@ -112,7 +112,7 @@ def worker(mode: str, env_id: str, num_envs: int, warmup: float, seconds: float,
                      threads={k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v >= 0.005}))
         return
     elif mode == "stepper":
-        from actors.stepper import VecStepper
+        from herd.actors.stepper import VecStepper
 
         st = VecStepper(EnvConfig(id=env_id), num_envs)
         policy = _policy(st.obs_dim, st.envs[0].action_space)
@@ -182,8 +182,8 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
     """The EnvActor as jobs run it: a Ray actor with num_cpus=1 (Ray sets its OMP_NUM_THREADS)."""
     import ray
 
-    from actors.config import ActorConfig, EnvConfig
-    from actors.env_actor import EnvActor
+    from herd.actors.config import ActorConfig, EnvConfig
+    from herd.actors.env_actor import EnvActor
 
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              log_to_driver=False, runtime_env=ray_runtime_env())
@@ -229,11 +229,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     info = header(f"CPU per env step of one actor process: {args.env}, {args.envs} envs")
     learner = None
     if "herd" in args.modes or "ray" in args.modes:
-        from actors.config import EnvConfig
-        from actors.envs import describe, make_env
-        from learner.config import LearnerConfig
-        from learner.service import Learner
-        from proto import codec
+        from herd.actors.config import EnvConfig
+        from herd.actors.envs import describe, make_env
+        from herd.learner.config import LearnerConfig
+        from herd.learner.service import Learner
+        from herd.proto import codec
 
         d = describe(make_env(EnvConfig(id=args.env)))
         spec = codec.spec_to_proto(args.env, d["obs_shape"], d["obs_dtype"], d["action_shape"],

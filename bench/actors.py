@@ -63,7 +63,7 @@ from bench.common import (
 
 def random_policy_weights(obs_dim: int, act_dim: int, hidden=(256, 256)):
     """PolicyWeights of a freshly initialised tanh-Gaussian MLP (what the learner publishes)."""
-    from proto import codec
+    from herd.proto import codec
 
     torch.manual_seed(0)
     sizes = [obs_dim, *hidden, 2 * act_dim]
@@ -81,8 +81,8 @@ def ceiling_worker(env_id: str, num_envs: int, warmup: float, seconds: float, se
     episode length). `weights`: serialized PolicyWeights to act with (None: a fresh random MLP)."""
     import gymnasium as gym
 
-    from actors.policy import MLPPolicy
-    from proto import herd_pb2 as pb
+    from herd.actors.policy import MLPPolicy
+    from herd.proto import herd_pb2 as pb
 
     torch.set_num_threads(1)
     envs = [gym.make(env_id) for _ in range(num_envs)]
@@ -161,7 +161,7 @@ def time_split(before: list[dict], after: list[dict]) -> dict:
 
 def measure_herd(learner, ray, actor_cls, env_cfg, n: int, threads: int, args,
                  variant: dict | None = None) -> dict:
-    from actors.config import ActorConfig
+    from herd.actors.config import ActorConfig
 
     v = variant or parse_variant("base", args)
     cfg = ActorConfig(num_actors=n, num_envs=v["envs"], steps_per_push=v["steps_per_push"],
@@ -291,11 +291,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     import ray
 
-    from actors.config import EnvConfig
-    from actors.env_actor import EnvActor
-    from actors.envs import describe, make_env
-    from learner.service import Learner
-    from proto import codec
+    from herd.actors.config import EnvConfig
+    from herd.actors.env_actor import EnvActor
+    from herd.actors.envs import describe, make_env
+    from herd.learner.service import Learner
+    from herd.proto import codec
 
     env_cfg = EnvConfig(id=args.env)
     records: list[dict] = []

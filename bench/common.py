@@ -140,7 +140,7 @@ def learner_from(config: str | Path, **overrides):
     `overrides` on top; fields LearnerConfig does not know are left out."""
     import yaml
 
-    from learner.config import LearnerConfig
+    from herd.learner.config import LearnerConfig
 
     path = Path(config)
     if not path.is_absolute():

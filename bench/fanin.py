@@ -64,9 +64,9 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
                           books: Books, token: str | None, weights_address: str | None = None) -> None:
     import grpc
 
-    from proto import codec, keepalive
-    from proto import herd_pb2 as pb
-    from proto import herd_pb2_grpc as pb_grpc
+    from herd.proto import codec, keepalive
+    from herd.proto import herd_pb2 as pb
+    from herd.proto import herd_pb2_grpc as pb_grpc
 
     meta = ((codec.TOKEN_HEADER, token),) if token else ()
     limit = 64 * 2**20
@@ -162,7 +162,7 @@ def client_process(address: str, first: int, count: int, rows_per_batch: int, wi
 
 def relay_process(address: str, port, stop) -> None:
     """One node's weights relay (learner/relay.py), as the driver places one per node."""
-    from learner.relay import WeightRelay
+    from herd.learner.relay import WeightRelay
 
     relay = WeightRelay(address)
     port.value = relay.port
@@ -239,8 +239,8 @@ def main(argv: list[str] | None = None) -> dict:
     out = result_path("fanin", args.out, args.quick)
 
     from bench.common import learner_from
-    from learner.config import LearnerConfig
-    from learner.service import Learner
+    from herd.learner.config import LearnerConfig
+    from herd.learner.service import Learner
 
     min_replay = 5_000 if args.quick else 50_000
     make = (lambda **kw: learner_from(args.config, **kw)) if args.config else LearnerConfig

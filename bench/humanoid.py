@@ -25,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import console, header, result_path, save
-from cluster import local
+from herd import local
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +89,7 @@ def run_job(cfg_path: Path, runs: Path, timeout: float) -> tuple[str, float]:
     from ray.job_submission import JobSubmissionClient
 
     t_submit = time.time()
-    out = subprocess.run([sys.executable, "-m", "cluster", "submit", str(cfg_path), "--runs-dir",
+    out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir",
                           str(runs)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
     client = JobSubmissionClient(local.DEFAULT_DASHBOARD)

@@ -28,7 +28,7 @@ OBS, ACT, BOUND = 348, 17, 0.4
 
 
 def humanoid_spec():
-    from proto import codec
+    from herd.proto import codec
 
     return codec.spec_to_proto("Humanoid-v5", (OBS,), "float32", (ACT,),
                                np.full(ACT, -BOUND), np.full(ACT, BOUND))
@@ -36,7 +36,7 @@ def humanoid_spec():
 
 def sender(address: str, k: int, rows: int, rate: float, window: int, ready, stop, q) -> None:
     """Push the same-shaped random batch until `stop`; `rate` transitions/s (0: flat out)."""
-    from actors.client import LearnerClient
+    from herd.actors.client import LearnerClient
 
     rng = np.random.default_rng(k)
     batch = {
@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     info = header("Herd ingest: gRPC -> replay buffer")
     out = result_path("ingest", args.out, args.quick)
 
-    from learner.config import LearnerConfig
-    from learner.service import Learner
+    from herd.learner.config import LearnerConfig
+    from herd.learner.service import Learner
 
     cfg = LearnerConfig(replay_ratio=None, min_replay_size=args.rows * 4, batch_size=args.batch,
                         buffer_capacity=1_000_000 if not args.quick else 50_000,

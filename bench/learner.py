@@ -39,10 +39,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from learner.config import LearnerConfig
-from learner.graphed import GraphedUpdate, configure_backends
-from learner.replay import ReplayBuffer, memory_metrics
-from learner.sac import SAC
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphedUpdate, configure_backends
+from herd.learner.replay import ReplayBuffer, memory_metrics
+from herd.learner.sac import SAC
 
 
 @dataclass(frozen=True)

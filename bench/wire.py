@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # actors/, not 
 import numpy as np
 
 from bench.common import console, header, result_path, save
-from proto import codec
+from herd.proto import codec
 
 
 def cpu_us(fn, n: int, repeats: int) -> float:

@@ -1,5 +1,5 @@
 import sys
 
-from cluster.cli import main
+from herd.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""`herd`: the command line of a Herd cluster (also `python -m cluster`)."""
+"""`herd`: the command line of a Herd cluster (also `python -m herd`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from cluster import local
+from herd import local
 
-ROOT = Path(__file__).resolve().parent.parent
-EXCLUDES = [".venv", ".git", "runs", ".devwheels", "bench/results", "**/__pycache__", ".pytest_cache"]
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
@@ -57,7 +55,7 @@ def controller(args, job_id: str):
     """The job's controller; NotRunning says why there is none (starting, failed, ended)."""
     import ray
 
-    from cluster.controller import NAMESPACE, controller_name
+    from herd.controller import NAMESPACE, controller_name
 
     local.join()
     try:
@@ -111,9 +109,9 @@ def cmd_down(args) -> int:
 
 def cmd_submit(args) -> int:
     submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
-    from actors.envs import EnvError
-    from cluster.config import ConfigError, check_env, load_config
-    from cluster.evaluate import CheckpointRefused
+    from herd.actors.envs import EnvError
+    from herd.config import ConfigError, check_env, load_config
+    from herd.evaluate import CheckpointRefused
 
     try:
         cfg = load_config(args.config)
@@ -124,7 +122,7 @@ def cmd_submit(args) -> int:
     env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
                 "HERD_SUBMIT_UNIX": repr(submitted)}
     if args.actor_resources:
-        from cluster.controller import ACTOR_RESOURCES_ENV
+        from herd.controller import ACTOR_RESOURCES_ENV
 
         try:
             res = json.loads(args.actor_resources)
@@ -162,18 +160,16 @@ def cmd_submit(args) -> int:
         else:
             env_vars[TOKEN_KV_ENV] = put_token_in_cluster(job_id, cfg.learner.token)
     python = sys.executable if here else "python"
-    entry = f"{python} -m cluster.driver --job-id {job_id} --runs-dir {runs_dir}"
+    entry = f"{python} -m herd.driver --job-id {job_id} --runs-dir {runs_dir}"
     if resume:
         entry += f" --resume {resume}"
     submit_with_retry(
         client,
         entrypoint=entry,
         submission_id=job_id,
-        runtime_env={
-            "working_dir": str(ROOT),
-            "excludes": EXCLUDES,
-            "env_vars": env_vars,
-        },
+        # Herd itself is installed on every node (the same version: `pip install herd`, the
+        # compose image); only the user's own code travels, by --working-dir / --py-modules
+        runtime_env={"env_vars": env_vars},
     )
     print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
     print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
@@ -186,8 +182,8 @@ def cmd_submit(args) -> int:
 def check_resume(path: str, cfg) -> Path:
     """The checkpoint directory of runs/<job> (or the checkpoint dir itself), checked against
     the new config: the networks and the env must match what was saved."""
-    from cluster.config import ConfigError, load_config
-    from cluster.evaluate import load_checkpoint, resolve_checkpoint
+    from herd.config import ConfigError, load_config
+    from herd.evaluate import load_checkpoint, resolve_checkpoint
 
     ckpt = resolve_checkpoint(path).resolve()
     load_checkpoint(ckpt)  # refused here, in one line, rather than in the learner's start-up
@@ -254,7 +250,7 @@ def submit_with_retry(client, wait_s: float = 90.0, **kwargs) -> None:
 
 
 def follow(client, job_id: str, run_dir: Path) -> int:
-    from cluster.live import follow_job
+    from herd.live import follow_job
 
     return follow_job(client, job_id, run_dir)
 
@@ -262,7 +258,7 @@ def follow(client, job_id: str, run_dir: Path) -> int:
 def cmd_status(args) -> int:
     import ray
 
-    from cluster.live import print_status, watch_status
+    from herd.live import print_status, watch_status
 
     ctl = controller(args, args.job)
 
@@ -334,7 +330,7 @@ def cmd_logs(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from cluster.evaluate import CheckpointRefused, RenderUnavailable, evaluate_checkpoint
+    from herd.evaluate import CheckpointRefused, RenderUnavailable, evaluate_checkpoint
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be 1 or more, got {args.episodes}")
@@ -364,9 +360,9 @@ def cmd_precompile(args) -> int:
     """Compile the config's learner update here once, so jobs start with a warm cache."""
     import numpy as np
 
-    from actors.envs import EnvError
-    from cluster.config import ConfigError, check_env, load_config
-    from learner.service import pick_device
+    from herd.actors.envs import EnvError
+    from herd.config import ConfigError, check_env, load_config
+    from herd.learner.service import pick_device
 
     try:
         cfg = load_config(args.config)
@@ -375,7 +371,7 @@ def cmd_precompile(args) -> int:
     except (ConfigError, EnvError, RuntimeError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
-    from learner.precompile import precompile
+    from herd.learner.precompile import precompile
 
     seconds = precompile(cfg.learner, int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"])),
                          d["action_low"], d["action_high"], device)
@@ -395,8 +391,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from cluster import tune
-    from cluster.config import ConfigError
+    from herd import tune
+    from herd.config import ConfigError
 
     try:
         seeds = list(range(1, args.seeds + 1))

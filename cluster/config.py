@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from actors.config import ActorConfig, EnvConfig
-from learner.config import LearnerConfig
+from herd.actors.config import ActorConfig, EnvConfig
+from herd.learner.config import LearnerConfig
 
 
 class ConfigError(ValueError):
@@ -130,7 +130,7 @@ def load_config(path: str | Path) -> JobConfig:
 
 def check_env(cfg: JobConfig) -> dict:
     """Make the env once (no Ray needed): unknown ids fail here, before anything starts."""
-    from actors.envs import describe, make_env
+    from herd.actors.envs import describe, make_env
 
     env = make_env(cfg.env)
     try:

@@ -25,9 +25,9 @@ from collections import Counter
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.config import ActorConfig, EnvConfig
-from actors.env_actor import EnvActor
-from learner.relay import WeightRelay
+from herd.actors.config import ActorConfig, EnvConfig
+from herd.actors.env_actor import EnvActor
+from herd.learner.relay import WeightRelay
 
 NAMESPACE = "herd"
 ACTOR_RESOURCES_ENV = "HERD_ACTOR_RESOURCES"
@@ -78,7 +78,7 @@ class Controller:
         self.resources = actor_resources()
         self.metrics = None
         try:
-            from cluster.prom import HerdMetrics
+            from herd.prom import HerdMetrics
 
             self.metrics = HerdMetrics(job_id)
         except Exception:  # metrics are an aid; a job must not fail for want of them

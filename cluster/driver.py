@@ -1,6 +1,6 @@
 """The job driver (a Ray Job's entrypoint): wires learner, controller and actors in one place.
 
-    python -m cluster.driver --job-id ID --runs-dir DIR   (config in $HERD_CONFIG_JSON)
+    python -m herd.driver --job-id ID --runs-dir DIR   (config in $HERD_CONFIG_JSON)
 
 Writes runs/<job>/: config.yaml (resolved, token redacted), metrics.csv, tb/, checkpoint/,
 summary.json.
@@ -30,13 +30,13 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from cluster.config import ConfigError, JobConfig, dump_config, parse_config
-from cluster.controller import NAMESPACE, Controller, controller_name
-from cluster.evaluate import Evaluator
-from cluster.metrics import MetricsWriter
-from learner.server import is_loopback
-from learner.service import Learner
-from proto import codec
+from herd.config import ConfigError, JobConfig, dump_config, parse_config
+from herd.controller import NAMESPACE, Controller, controller_name
+from herd.evaluate import Evaluator
+from herd.learner.server import is_loopback
+from herd.learner.service import Learner
+from herd.metrics import MetricsWriter
+from herd.proto import codec
 
 REDACTED = "<redacted>"
 try:
@@ -260,7 +260,7 @@ class LearnerWatch:
 
 def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -> dict:
     # ---- refuse what can never run, before any process starts ----
-    from cluster.config import check_env
+    from herd.config import check_env
 
     d = check_env(cfg)
     for warning in check_cluster(cfg, d):
@@ -523,17 +523,17 @@ def format_row(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="cluster.driver")
+    p = argparse.ArgumentParser(prog="herd.driver")
     p.add_argument("--job-id", required=True)
     p.add_argument("--runs-dir", required=True)
     p.add_argument("--resume", default=None, help="checkpoint directory to continue from")
     args = p.parse_args(argv)
-    from actors.envs import EnvError
+    from herd.actors.envs import EnvError
 
     try:
         cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
         cfg = token_from_file(cfg, os.environ.get("HERD_TOKEN_FILE"))
-        from cluster.config import check_env
+        from herd.config import check_env
 
         check_env(cfg)  # an unknown env fails here, before this process joins the cluster
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,

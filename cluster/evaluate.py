@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from actors.config import EnvConfig
-from actors.envs import describe, make_env
-from actors.policy import MLPPolicy
+from herd.actors.config import EnvConfig
+from herd.actors.envs import describe, make_env
+from herd.actors.policy import MLPPolicy
 
 
 class RenderUnavailable(RuntimeError):
@@ -189,8 +189,8 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     """A PolicyWeights message rebuilt from a checkpoint: the learner's own SAC, built from the
     checkpoint's config and loaded from it, packs its actor (layout, observation statistics)
     exactly as the learner published it to the actors."""
-    from learner.config import LearnerConfig
-    from learner.sac import SAC
+    from herd.learner.config import LearnerConfig
+    from herd.learner.sac import SAC
 
     state = load_checkpoint(ckpt)
     env = make_env(env_cfg)

@@ -22,8 +22,8 @@ def _progress_of(job_id: str) -> dict | None:
     """The driver's latest progress row, read from the job's controller (None if not up yet)."""
     import ray
 
-    from cluster.controller import NAMESPACE, controller_name
-    from cluster.local import join
+    from herd.controller import NAMESPACE, controller_name
+    from herd.local import join
 
     try:
         join()

@@ -87,7 +87,7 @@ def join() -> None:
     """Join the running cluster quietly (in the "herd" namespace) unless already joined."""
     import ray
 
-    from cluster.controller import NAMESPACE
+    from herd.controller import NAMESPACE
 
     if ray.is_initialized():
         return

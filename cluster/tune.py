@@ -3,7 +3,7 @@
     herd tune configs/humanoid.yaml --grid learner.batch_size=512,1024,2048 \
         --grid learner.replay_ratio=0.02,0.05,0.1 --seeds 3 --seconds 240 --concurrent 3
 
-Each trial runs the job driver (`cluster.driver.run`) inside a Tune trial: its learner and env
+Each trial runs the job driver (`herd.driver.run`) inside a Tune trial: its learner and env
 actors are Ray actors like any job's, with the config's CPUs per actor and, with --concurrent
 N on a GPU cluster, 1/N of a GPU for each learner (`learner.num_gpus`). Every cell is
 validated like a YAML config before any trial starts (a bad key or value fails at once, named).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from cluster.config import ConfigError, load_config, parse_config
+from herd.config import ConfigError, load_config, parse_config
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
@@ -69,7 +69,7 @@ def trial(config: dict) -> None:
     """One Tune trial: one Herd job, reported once it ends."""
     from ray import tune
 
-    from cluster import driver
+    from herd import driver
 
     params = config["cell"]
     cfg = parse_config(params["config"], "trial")

@@ -13,8 +13,8 @@ import time
 
 import torch
 
-from learner.replay import ReplayBuffer
-from learner.sac import SAC
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC
 
 
 def configure_backends(device: torch.device, tf32: bool) -> None:

@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from learner.publisher import WeightPublisher
-from learner.server import Server
-from learner.servicer import LearnerServicer
-from proto import herd_pb2 as pb
+from herd.learner.publisher import WeightPublisher
+from herd.learner.server import Server
+from herd.learner.servicer import LearnerServicer
+from herd.proto import herd_pb2 as pb
 
 
 class Staging:

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from learner.publisher import WeightPublisher
-from proto import herd_pb2 as pb
+from herd.learner.publisher import WeightPublisher
+from herd.proto import herd_pb2 as pb
 
 log = logging.getLogger("herd.learner")
 SLOT_ROWS = 512
@@ -269,7 +269,7 @@ class SlotStaging:
 
 
 def _row_width(layout: dict) -> int:
-    from learner.replay import ReplayBuffer
+    from herd.learner.replay import ReplayBuffer
 
     return ReplayBuffer(1, **layout, device=torch.device("cpu")).row_width
 
@@ -278,10 +278,10 @@ def main(data_fd: int, ctrl_fd: int) -> None:
     """The ingest process: Ingest's server and servicer, packing into the shared slots."""
     data, ctrl = Connection(data_fd), Connection(ctrl_fd)
     spec_bytes, layout, server, shm_name, slots, rows = ctrl.recv()
-    from learner.ingest import counts
-    from learner.replay import ReplayBuffer
-    from learner.server import Server
-    from learner.servicer import LearnerServicer
+    from herd.learner.ingest import counts
+    from herd.learner.replay import ReplayBuffer
+    from herd.learner.server import Server
+    from herd.learner.servicer import LearnerServicer
 
     try:
         with open(f"/dev/shm/{shm_name}", "r+b") as f:  # mapped as is: the parent unlinks it

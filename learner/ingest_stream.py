@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from learner.replay import ReplayBuffer
+from herd.learner.replay import ReplayBuffer
 
 
 class RingWriter:

@@ -14,10 +14,10 @@ import time
 import numpy as np
 import torch
 
-from learner.config import LearnerConfig
-from learner.graphed import make_update
-from learner.replay import ReplayBuffer
-from learner.sac import SAC
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import make_update
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC
 
 
 def precompile(cfg: LearnerConfig, obs_dim: int, action_dim: int, action_low, action_high,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from proto import herd_pb2 as pb
+from herd.proto import herd_pb2 as pb
 
 
 class WeightPublisher:

@@ -22,11 +22,11 @@ import threading
 
 import grpc
 
-from learner.publisher import WeightPublisher
-from learner.server import Server
-from learner.servicer import WeightStreams
-from proto import codec, keepalive
-from proto import herd_pb2 as pb
+from herd.learner.publisher import WeightPublisher
+from herd.learner.server import Server
+from herd.learner.servicer import WeightStreams
+from herd.proto import codec, keepalive
+from herd.proto import herd_pb2 as pb
 
 log = logging.getLogger("herd.relay")
 WATCH = "/herd.v1.Learner/WatchWeights"

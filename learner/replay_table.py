@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from learner.replay import ReplayBuffer
+from herd.learner.replay import ReplayBuffer
 
 
 class RateLimiter:
@@ -41,7 +41,7 @@ class ReplayTable:
     def insert(self, blocks: list[torch.Tensor]) -> int:
         """Packed row blocks (ReplayBuffer.pack_rows) into the ring; returns rows written."""
         if self._writer is None:
-            from learner.ingest_stream import RingWriter
+            from herd.learner.ingest_stream import RingWriter
 
             self._writer = RingWriter(self.ring, chunk_rows=self.chunk_rows)
         return self._writer.write(blocks)

@@ -27,15 +27,15 @@ import re
 
 import torch
 
-from learner import losses
-from learner.branches import Branches
-from learner.config import LearnerConfig
-from learner.flat_adam import FlatAdam, flatten_
-from learner.networks import Actor, Critic
-from learner.normalizer import RunningNorm
-from learner.replay import ReplayBuffer
-from proto import codec
-from proto import herd_pb2 as pb
+from herd.learner import losses
+from herd.learner.branches import Branches
+from herd.learner.config import LearnerConfig
+from herd.learner.flat_adam import FlatAdam, flatten_
+from herd.learner.networks import Actor, Critic
+from herd.learner.normalizer import RunningNorm
+from herd.learner.replay import ReplayBuffer
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
 
 LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy", "reward_rms")
 

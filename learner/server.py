@@ -16,9 +16,9 @@ import threading
 
 import grpc
 
-from learner.servicer import parse_batch
-from proto import codec, keepalive
-from proto import herd_pb2 as pb
+from herd.learner.servicer import parse_batch
+from herd.proto import codec, keepalive
+from herd.proto import herd_pb2 as pb
 
 
 class TokenInterceptor(grpc.aio.ServerInterceptor):

@@ -20,16 +20,16 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from learner.config import LearnerConfig
-from learner.ingest import Ingest
-from learner.ingest_proc import IngestProcess
-from learner.publisher import WeightPublisher
-from learner.replay import ReplayBuffer
-from learner.replay_table import RateLimiter, ReplayTable
-from learner.sac import LOSS_NAMES, SAC
-from learner.trainer import Trainer
-from proto import herd_pb2 as pb
-from proto.heap import steady_heap
+from herd.learner.config import LearnerConfig
+from herd.learner.ingest import Ingest
+from herd.learner.ingest_proc import IngestProcess
+from herd.learner.publisher import WeightPublisher
+from herd.learner.replay import ReplayBuffer
+from herd.learner.replay_table import RateLimiter, ReplayTable
+from herd.learner.sac import LOSS_NAMES, SAC
+from herd.learner.trainer import Trainer
+from herd.proto import herd_pb2 as pb
+from herd.proto.heap import steady_heap
 
 log = logging.getLogger("herd.learner")
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -19,9 +19,9 @@ import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from learner.publisher import WeightPublisher
-from learner.validate import BatchRejected, Session, handshake_refusal, validate
-from proto import herd_pb2 as pb
+from herd.learner.publisher import WeightPublisher
+from herd.learner.validate import BatchRejected, Session, handshake_refusal, validate
+from herd.proto import herd_pb2 as pb
 
 Put = Callable[[dict], Awaitable[bool]]
 """Hands one validated batch (field name -> rows) on; False when there was no room within a

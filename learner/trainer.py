@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import torch
 
-from learner.publisher import WeightPublisher
-from learner.replay_table import ReplayTable
-from learner.sac import LOSS_NAMES, SAC
+from herd.learner.publisher import WeightPublisher
+from herd.learner.replay_table import ReplayTable
+from herd.learner.sac import LOSS_NAMES, SAC
 
 Take = Callable[[int, float], list]
 """Staged packed row blocks: take(limit, timeout) -> up to `limit`, waiting up to `timeout`."""
@@ -52,7 +52,7 @@ class Trainer:
 
     def start(self) -> None:
         """Build the update callable (captured on the training thread as it starts) and run."""
-        from learner.graphed import make_update
+        from herd.learner.graphed import make_update
 
         self.step = make_update(self.sac, self.table.ring)
         self._thread.start()

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
-from proto import codec
-from proto import herd_pb2 as pb
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_ACTOR_ID = 256

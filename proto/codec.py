@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from proto import herd_pb2 as pb
+from herd.proto import herd_pb2 as pb
 
 TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "discount")
 """TransitionBatch's row fields in field-number order (6..11)."""

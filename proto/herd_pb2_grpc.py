@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto import herd_pb2 as proto_dot_herd__pb2
+from herd.proto import herd_pb2 as herd_dot_proto_dot_herd__pb2
 
 GRPC_GENERATED_VERSION = '1.84.0'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/herd_pb2_grpc.py depends on'
+        + ' but the generated code in herd/proto/herd_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,23 +36,23 @@ class LearnerStub:
         """
         self.Handshake = channel.unary_unary(
                 '/herd.v1.Learner/Handshake',
-                request_serializer=proto_dot_herd__pb2.HandshakeRequest.SerializeToString,
-                response_deserializer=proto_dot_herd__pb2.HandshakeReply.FromString,
+                request_serializer=herd_dot_proto_dot_herd__pb2.HandshakeRequest.SerializeToString,
+                response_deserializer=herd_dot_proto_dot_herd__pb2.HandshakeReply.FromString,
                 _registered_method=True)
         self.PushTransitions = channel.stream_stream(
                 '/herd.v1.Learner/PushTransitions',
-                request_serializer=proto_dot_herd__pb2.TransitionBatch.SerializeToString,
-                response_deserializer=proto_dot_herd__pb2.PushAck.FromString,
+                request_serializer=herd_dot_proto_dot_herd__pb2.TransitionBatch.SerializeToString,
+                response_deserializer=herd_dot_proto_dot_herd__pb2.PushAck.FromString,
                 _registered_method=True)
         self.WatchWeights = channel.unary_stream(
                 '/herd.v1.Learner/WatchWeights',
-                request_serializer=proto_dot_herd__pb2.WatchRequest.SerializeToString,
-                response_deserializer=proto_dot_herd__pb2.PolicyWeights.FromString,
+                request_serializer=herd_dot_proto_dot_herd__pb2.WatchRequest.SerializeToString,
+                response_deserializer=herd_dot_proto_dot_herd__pb2.PolicyWeights.FromString,
                 _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/herd.v1.Learner/GetStatus',
-                request_serializer=proto_dot_herd__pb2.StatusRequest.SerializeToString,
-                response_deserializer=proto_dot_herd__pb2.LearnerStatus.FromString,
+                request_serializer=herd_dot_proto_dot_herd__pb2.StatusRequest.SerializeToString,
+                response_deserializer=herd_dot_proto_dot_herd__pb2.LearnerStatus.FromString,
                 _registered_method=True)
 
 
@@ -88,23 +88,23 @@ def add_LearnerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Handshake': grpc.unary_unary_rpc_method_handler(
                     servicer.Handshake,
-                    request_deserializer=proto_dot_herd__pb2.HandshakeRequest.FromString,
-                    response_serializer=proto_dot_herd__pb2.HandshakeReply.SerializeToString,
+                    request_deserializer=herd_dot_proto_dot_herd__pb2.HandshakeRequest.FromString,
+                    response_serializer=herd_dot_proto_dot_herd__pb2.HandshakeReply.SerializeToString,
             ),
             'PushTransitions': grpc.stream_stream_rpc_method_handler(
                     servicer.PushTransitions,
-                    request_deserializer=proto_dot_herd__pb2.TransitionBatch.FromString,
-                    response_serializer=proto_dot_herd__pb2.PushAck.SerializeToString,
+                    request_deserializer=herd_dot_proto_dot_herd__pb2.TransitionBatch.FromString,
+                    response_serializer=herd_dot_proto_dot_herd__pb2.PushAck.SerializeToString,
             ),
             'WatchWeights': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchWeights,
-                    request_deserializer=proto_dot_herd__pb2.WatchRequest.FromString,
-                    response_serializer=proto_dot_herd__pb2.PolicyWeights.SerializeToString,
+                    request_deserializer=herd_dot_proto_dot_herd__pb2.WatchRequest.FromString,
+                    response_serializer=herd_dot_proto_dot_herd__pb2.PolicyWeights.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
-                    request_deserializer=proto_dot_herd__pb2.StatusRequest.FromString,
-                    response_serializer=proto_dot_herd__pb2.LearnerStatus.SerializeToString,
+                    request_deserializer=herd_dot_proto_dot_herd__pb2.StatusRequest.FromString,
+                    response_serializer=herd_dot_proto_dot_herd__pb2.LearnerStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,8 +132,8 @@ class Learner:
             request,
             target,
             '/herd.v1.Learner/Handshake',
-            proto_dot_herd__pb2.HandshakeRequest.SerializeToString,
-            proto_dot_herd__pb2.HandshakeReply.FromString,
+            herd_dot_proto_dot_herd__pb2.HandshakeRequest.SerializeToString,
+            herd_dot_proto_dot_herd__pb2.HandshakeReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -159,8 +159,8 @@ class Learner:
             request_iterator,
             target,
             '/herd.v1.Learner/PushTransitions',
-            proto_dot_herd__pb2.TransitionBatch.SerializeToString,
-            proto_dot_herd__pb2.PushAck.FromString,
+            herd_dot_proto_dot_herd__pb2.TransitionBatch.SerializeToString,
+            herd_dot_proto_dot_herd__pb2.PushAck.FromString,
             options,
             channel_credentials,
             insecure,
@@ -186,8 +186,8 @@ class Learner:
             request,
             target,
             '/herd.v1.Learner/WatchWeights',
-            proto_dot_herd__pb2.WatchRequest.SerializeToString,
-            proto_dot_herd__pb2.PolicyWeights.FromString,
+            herd_dot_proto_dot_herd__pb2.WatchRequest.SerializeToString,
+            herd_dot_proto_dot_herd__pb2.PolicyWeights.FromString,
             options,
             channel_credentials,
             insecure,
@@ -213,8 +213,8 @@ class Learner:
             request,
             target,
             '/herd.v1.Learner/GetStatus',
-            proto_dot_herd__pb2.StatusRequest.SerializeToString,
-            proto_dot_herd__pb2.LearnerStatus.FromString,
+            herd_dot_proto_dot_herd__pb2.StatusRequest.SerializeToString,
+            herd_dot_proto_dot_herd__pb2.LearnerStatus.FromString,
             options,
             channel_credentials,
             insecure,

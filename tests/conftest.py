@@ -16,9 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from actors.config import EnvConfig
-from actors.envs import describe, make_env
-from proto import codec
+from herd.actors.config import EnvConfig
+from herd.actors.envs import describe, make_env
+from herd.proto import codec
 
 ENV_ID = "InvertedPendulum-v5"
 
@@ -61,8 +61,8 @@ def spec(env_cfg):
 @pytest.fixture
 def make_learner(spec):
     """In-process Learner (real gRPC server on loopback) with small sizes; stopped afterwards."""
-    from learner.config import LearnerConfig
-    from learner.service import Learner
+    from herd.learner.config import LearnerConfig
+    from herd.learner.service import Learner
 
     made = []
 
@@ -90,7 +90,7 @@ def _free_port() -> int:
 def ray_cluster(tmp_path_factory):
     """A real local Ray head with dashboard and job server, on ports of its own, with token auth
     (the suite's token) and every port on loopback, as `herd up` starts it."""
-    from cluster.local import CLUSTER_MARKER_ENV, dashboard_up, stop_processes_marked
+    from herd.local import CLUSTER_MARKER_ENV, dashboard_up, stop_processes_marked
 
     ray_bin = str(Path(sys.executable).with_name("ray"))
     gcs, dash, metrics = _free_port(), _free_port(), _free_port()

@@ -27,7 +27,7 @@ SMALL = {
 
 
 def herd(*args, check=True) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
                        text=True, timeout=180, env=os.environ.copy(), check=False)
     if check and r.returncode:
         raise AssertionError(f"herd {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
@@ -35,7 +35,7 @@ def herd(*args, check=True) -> subprocess.CompletedProcess:
 
 
 def get_json(url: str):
-    from cluster.local import get
+    from herd.local import get
 
     return json.loads(get(url))
 
@@ -77,7 +77,7 @@ def submit(cfg: dict, tmp_dir: Path, *extra: str) -> str:
 def interrupted(args: tuple, ready: str | None, wait_s: float = 2) -> subprocess.CompletedProcess:
     """Run `herd ARGS`, press Ctrl-C `wait_s` after its stdout showed `ready` (None: after
     `wait_s` alone; a rich Live view draws nothing on a pipe); the finished process."""
-    proc = subprocess.Popen([sys.executable, "-m", "cluster", *args], cwd=ROOT, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "herd", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
     seen = ""
     while ready is not None and ready not in seen:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from actors.config import EnvConfig
-from actors.envs import describe, make_env
 from bench.actor_cost import worker
-from learner.config import LearnerConfig
-from learner.service import Learner
-from proto import codec
+from herd.actors.config import EnvConfig
+from herd.actors.envs import describe, make_env
+from herd.learner.config import LearnerConfig
+from herd.learner.service import Learner
+from herd.proto import codec
 
 
 def test_one_actor_uses_about_one_core() -> None:

@@ -2,8 +2,8 @@
 
 import time
 
-from actors.config import ActorConfig
-from actors.env_actor import EnvActor
+from herd.actors.config import ActorConfig
+from herd.actors.env_actor import EnvActor
 
 
 def test_actor_feeds_learner_and_counts_agree(make_learner, env_cfg):

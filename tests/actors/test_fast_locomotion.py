@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from gymnasium.envs.mujoco.humanoid_v5 import HumanoidEnv
 
-from actors.config import EnvConfig
-from actors.fast_locomotion import FastLocomotion
-from actors.stepper import VecStepper
+from herd.actors.config import EnvConfig
+from herd.actors.fast_locomotion import FastLocomotion
+from herd.actors.stepper import VecStepper
 
 
 def _compare(env_id, kwargs, E, steps, threads=1, seed=3):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actors.env_actor import _rows
-from actors.nstep import NStep
+from herd.actors.env_actor import _rows
+from herd.actors.nstep import NStep
 
 E, OBS, ACT = 3, 2, 1
 

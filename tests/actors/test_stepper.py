@@ -4,8 +4,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from actors.config import EnvConfig
-from actors.stepper import VecStepper, fast_path_ok
+from herd.actors.config import EnvConfig
+from herd.actors.stepper import VecStepper, fast_path_ok
 
 
 def _reference(env_id, E, seed, actions):

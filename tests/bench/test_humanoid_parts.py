@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bench.humanoid import ABLATIONS, ROOT, apply_overrides, first_reaching, lowest_after, variants
-from cluster.config import parse_config
+from herd.config import parse_config
 
 
 def test_every_ablation_switches_its_piece_off_in_a_valid_config():

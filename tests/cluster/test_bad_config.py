@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.envs import EnvError
-from cluster.config import ConfigError, parse_config
+from herd.actors.envs import EnvError
+from herd.config import ConfigError, parse_config
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_driver_refuses_before_starting_anything(ray_client, tmp_path, case):
     import torch
     from ray.util.state import list_actors
 
-    from cluster.driver import run
+    from herd.driver import run
 
     sections, error, match = CASES[case]
     if case == "gpu_asked_none_present" and torch.cuda.is_available():
@@ -78,7 +78,7 @@ def test_driver_entrypoint_exits_2_with_the_message(tmp_path):
                        ("{not json", "Expecting")):
         env = {**os.environ, "HERD_CONFIG_JSON": cfg if isinstance(cfg, str) else json.dumps(cfg),
                "RAY_ADDRESS": "127.0.0.1:9"}  # nothing there: must fail before Ray matters
-        r = subprocess.run([sys.executable, "-m", "cluster.driver", "--job-id", "x", "--runs-dir",
+        r = subprocess.run([sys.executable, "-m", "herd.driver", "--job-id", "x", "--runs-dir",
                             str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, check=False,
                            timeout=120)
         assert r.returncode == 2, r.stderr[-2000:]
@@ -96,7 +96,7 @@ def test_driver_entrypoint_exits_2_with_the_message(tmp_path):
 def test_submit_refuses_before_contacting_ray(tmp_path, text, match):
     p = tmp_path / "c.yaml"
     p.write_text(text)
-    r = subprocess.run([sys.executable, "-m", "cluster", "--address", "http://127.0.0.1:9",
+    r = subprocess.run([sys.executable, "-m", "herd", "--address", "http://127.0.0.1:9",
                         "submit", str(p)], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        check=False)
     assert r.returncode == 2 and match in r.stderr, r.stderr

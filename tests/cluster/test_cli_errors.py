@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def herd(*args, **env):
-    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={**os.environ, **env}, check=False)
 
 

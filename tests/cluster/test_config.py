@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actors.config import EnvConfig
-from actors.envs import EnvError, make_env
-from cluster.config import ConfigError, check_env, load_config, parse_config
+from herd.actors.config import EnvConfig
+from herd.actors.envs import EnvError, make_env
+from herd.config import ConfigError, check_env, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def test_ray_registered_env_by_name():
 
 def test_submit_refuses_bad_config_before_contacting_ray(tmp_path):
     bad = _write(tmp_path, "env: {id: NoSuchEnv-v0}\n")
-    r = subprocess.run([sys.executable, "-m", "cluster", "--address", "http://127.0.0.1:9",
+    r = subprocess.run([sys.executable, "-m", "herd", "--address", "http://127.0.0.1:9",
                         "submit", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        check=False)
     assert r.returncode == 2
@@ -111,7 +111,7 @@ def test_submit_refuses_bad_config_before_contacting_ray(tmp_path):
 
 
 def test_actors_take_n_step_and_gamma_from_the_learner_and_a_dump_reads_back():
-    from cluster.config import dump_config
+    from herd.config import dump_config
 
     cfg = parse_config({"env": {"id": "Hopper-v5"}, "learner": {"n_step": 3, "gamma": 0.97}})
     assert (cfg.actors.n_step, cfg.actors.gamma) == (3, 0.97)

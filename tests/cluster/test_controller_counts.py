@@ -1,6 +1,6 @@
 """The controller keeps the counts of env-actor processes that died and were restarted."""
 
-from cluster.controller import Controller
+from herd.controller import Controller
 
 
 def test_a_restarted_actor_process_keeps_its_last_counts():

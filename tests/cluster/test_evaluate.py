@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from proto import codec
+from herd.proto import codec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def checkpoint(make_learner, env_cfg, tmp_path):
 
 
 def test_weights_from_checkpoint_equal_the_published_ones(checkpoint, env_cfg):
-    from cluster.evaluate import resolve_checkpoint, weights_from_checkpoint
+    from herd.evaluate import resolve_checkpoint, weights_from_checkpoint
 
     run_dir, published = checkpoint
     ckpt = resolve_checkpoint(run_dir)
@@ -41,7 +41,7 @@ def test_weights_from_checkpoint_equal_the_published_ones(checkpoint, env_cfg):
 
 
 def test_evaluate_checkpoint_is_deterministic(checkpoint):
-    from cluster.evaluate import evaluate_checkpoint
+    from herd.evaluate import evaluate_checkpoint
 
     run_dir, _ = checkpoint
     one = evaluate_checkpoint(run_dir, episodes=2)
@@ -51,7 +51,7 @@ def test_evaluate_checkpoint_is_deterministic(checkpoint):
 
 
 def herd(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env={**os.environ, **(env or {})}, check=False)
 
 
@@ -65,7 +65,7 @@ def test_cli_evaluate_and_errors(checkpoint, tmp_path):
 
 
 def test_video_where_offscreen_rendering_works(checkpoint, env_cfg, tmp_path):
-    from cluster.evaluate import RenderUnavailable, check_offscreen_rendering
+    from herd.evaluate import RenderUnavailable, check_offscreen_rendering
 
     gl = os.environ.get("MUJOCO_GL") or "egl"
     os.environ["MUJOCO_GL"] = gl
@@ -92,9 +92,9 @@ def test_video_without_rendering_says_why(checkpoint, tmp_path):
 
 def test_the_drivers_evaluator_matches_a_fresh_evaluation() -> None:
     """Envs kept between evaluations, reset with the same seeds: the same episodes each time."""
-    from actors.config import EnvConfig
     from bench.actors import random_policy_weights
-    from cluster.evaluate import Evaluator, evaluate
+    from herd.actors.config import EnvConfig
+    from herd.evaluate import Evaluator, evaluate
 
     env_cfg = EnvConfig(id="InvertedPendulum-v5")
     weights = random_policy_weights(4, 1, hidden=(16, 16))

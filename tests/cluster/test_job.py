@@ -73,7 +73,7 @@ def _runs_scales_and_stops(job: str, runs, url: str):
     assert summary["final_eval"]["episodes"] == 1
     # the best-evaluated policy is kept beside the final checkpoint
     assert summary["evaluations"], "no periodic evaluation ran"
-    from proto import herd_pb2 as pb
+    from herd.proto import herd_pb2 as pb
 
     best = pb.PolicyWeights.FromString((run_dir / "best_policy.pb").read_bytes())
     assert best.version == summary["best_eval"]["policy_version"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local import CLUSTER_MARKER_ENV, dashboard_up
+from herd.local import CLUSTER_MARKER_ENV, dashboard_up
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
     env.update(HOME=str(home), HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}")
 
     def herd(*args):
-        return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=180, check=False)
 
     r = herd("up", "--port", str(free_port()), "--dashboard-port", str(dash), "--num-cpus", "1",
@@ -116,7 +116,7 @@ def test_the_token_hand_off_follows_the_address_not_its_spelling():
     """`herd submit` hands learner.token over in a private file when the dashboard is on this
     machine, however the URL spells it (http://localhost:8265 used to put it in the job's env
     vars, which the dashboard shows, because the test was '127.0.0.1' in the URL)."""
-    from cluster.local import is_this_machine
+    from herd.local import is_this_machine
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect(("192.0.2.1", 9))  # UDP: picks the outgoing interface, sends nothing

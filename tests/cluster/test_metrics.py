@@ -49,7 +49,7 @@ def series(text: str, name: str, **labels) -> list[float]:
 
 def test_prometheus_endpoint_exports_herd_metrics(ray_cluster, job):
     """Ray's metrics agent serves the controller's gauges, tagged with the job and the actor."""
-    from cluster.prom import ALL_NAMES
+    from herd.prom import ALL_NAMES
 
     def ready():
         text = scrape(ray_cluster["metrics"])
@@ -75,7 +75,7 @@ def test_dashboard_rest_api_lists_job_and_actors(ray_cluster, job):
     jobs = get_json(f"{url}/api/jobs/")
     mine = [j for j in jobs if j.get("submission_id") == job]
     assert mine and mine[0]["status"] == "RUNNING"
-    assert "cluster.driver" in mine[0]["entrypoint"]
+    assert "herd.driver" in mine[0]["entrypoint"]
     actors = get_json(f"{url}/api/v0/actors?limit=1000&detail=true")["data"]["result"]["result"]
     alive = {a["name"]: a for a in actors if a["state"] == "ALIVE" and a.get("name")}
     assert alive[f"{job}-learner"]["class_name"] == "Learner"
@@ -100,7 +100,7 @@ def test_status_watch_redraws_live(monkeypatch):
     """--watch: a rich Live view redrawn in place with every poll, until the job is gone."""
     from rich.console import Console
 
-    from cluster import live
+    from herd import live
 
     frames = []
 

@@ -111,7 +111,7 @@ def two_nodes(tmp_path):
     # token auth on both nodes, with the suite's token (tests/conftest.py): both namespaces see
     # the same file system, so RAY_AUTH_TOKEN_PATH names it for every process of this test
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
-           # the job's entrypoint (`python -m cluster.driver`) must find this venv's python
+           # the job's entrypoint (`python -m herd.driver`) must find this venv's python
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     # a relative PYTHONPATH (`PYTHONPATH=. pytest`) breaks Python subprocesses Ray starts
     # elsewhere; and these nodes are two hosts, not a loopback-only head
@@ -138,7 +138,7 @@ def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, 
     net, env = two_nodes
 
     def herd(*args, check=True, ns=net.head):
-        r = net.exec(ns, sys.executable, "-m", "cluster", *args, env=env, cwd=ROOT,
+        r = net.exec(ns, sys.executable, "-m", "herd", *args, env=env, cwd=ROOT,
                      check=False, timeout=180)
         if check and r.returncode:
             raise AssertionError(f"herd {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}")
@@ -271,7 +271,7 @@ print(json.dumps({{"cpus": ray.cluster_resources().get("CPU")}}))
 
 PUSH = """
 import json, grpc
-from proto import codec, herd_pb2 as pb, herd_pb2_grpc as pb_grpc
+from herd.proto import codec, herd_pb2 as pb, herd_pb2_grpc as pb_grpc
 out = {{}}
 with grpc.insecure_channel("{address}") as ch:
     stub = pb_grpc.LearnerStub(ch)

@@ -6,8 +6,8 @@ import pytest
 import torch
 import yaml
 
-from cluster.config import parse_config
-from cluster.driver import fixed_port, known_address
+from herd.config import parse_config
+from herd.driver import fixed_port, known_address
 from tests.jobs import SMALL, herd
 
 

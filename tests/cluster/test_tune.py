@@ -20,7 +20,7 @@ def tune(tmp_path, *args) -> subprocess.CompletedProcess:
     cfg["run"]["name"] = "tunetest"
     path = tmp_path / "tune.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    return subprocess.run([sys.executable, "-m", "cluster", "tune", str(path), *args,
+    return subprocess.run([sys.executable, "-m", "herd", "tune", str(path), *args,
                            "--runs-dir", str(tmp_path / "runs")],
                           cwd=ROOT, capture_output=True, text=True, timeout=400, check=False)
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from actors.config import ActorConfig
+from herd.actors.config import ActorConfig
 
 pytestmark = pytest.mark.cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,7 +48,7 @@ def _wait(pred, timeout, what):
 def test_killed_env_actors_restart_and_accounting_holds(ray_cluster, make_learner, env_cfg):
     import ray
 
-    from actors.env_actor import EnvActor
+    from herd.actors.env_actor import EnvActor
 
     learner = make_learner(min_replay_size=300, buffer_capacity=50_000, replay_ratio=None)
     learner_id = learner.learner_id

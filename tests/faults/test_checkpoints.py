@@ -41,13 +41,13 @@ def crafted(tmp_path) -> tuple[Path, Path]:
 
 
 def herd(*args):
-    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env=os.environ.copy(), check=False)
 
 
 def test_the_learner_refuses_a_crafted_checkpoint(crafted, spec):
-    from learner.config import LearnerConfig
-    from learner.service import Learner
+    from herd.learner.config import LearnerConfig
+    from herd.learner.service import Learner
 
     run_dir, marker = crafted
     cfg = LearnerConfig(buffer_capacity=2_000, min_replay_size=100, batch_size=32, hidden_sizes=(32, 32))
@@ -107,7 +107,7 @@ def test_a_full_disk_fails_the_save_in_one_line_and_leaves_no_partial_file(make_
 def test_older_checkpoints_survive_the_next_saves_up_to_keep(tmp_path):
     """run.keep_checkpoints: each save's files stay reachable in checkpoints/<updates>/ (hard
     links), so a later save of a collapsed policy cannot overwrite the last good state."""
-    from cluster.driver import keep_history
+    from herd.driver import keep_history
 
     ckpt = tmp_path / "checkpoint"
     ckpt.mkdir()

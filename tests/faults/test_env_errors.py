@@ -5,17 +5,17 @@ import time
 
 import pytest
 
-from actors.config import ActorConfig, EnvConfig
-from actors.env_actor import EnvActor
-from actors.envs import describe, make_env
-from proto import codec
+from herd.actors.config import ActorConfig, EnvConfig
+from herd.actors.env_actor import EnvActor
+from herd.actors.envs import describe, make_env
+from herd.proto import codec
 
 
 @pytest.fixture
 def faulty_learner():
     """A learner whose env spec is the faulty env's own (the handshake compares env ids)."""
-    from learner.config import LearnerConfig
-    from learner.service import Learner
+    from herd.learner.config import LearnerConfig
+    from herd.learner.service import Learner
 
     env_cfg = EnvConfig(id="HerdFaulty-v0", module="tests.faults.faulty_env",
                         kwargs={"fail_every": 40})

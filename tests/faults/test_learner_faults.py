@@ -104,8 +104,8 @@ def test_learner_killed_restarts_from_checkpoint(ray_cluster, tmp_path):
 
     # the token is in force on the restarted learner
     with grpc.insecure_channel(address) as ch:
-        from proto import herd_pb2 as pb
-        from proto import herd_pb2_grpc as pb_grpc
+        from herd.proto import herd_pb2 as pb
+        from herd.proto import herd_pb2_grpc as pb_grpc
 
         with pytest.raises(grpc.RpcError) as e:
             pb_grpc.LearnerStub(ch).GetStatus(pb.StatusRequest(), timeout=10)

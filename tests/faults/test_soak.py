@@ -44,7 +44,7 @@ def driver_pid(job: str) -> int | None:
                 cmd = (p / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"cluster.driver" in cmd and job.encode() in cmd:
+            if b"herd.driver" in cmd and job.encode() in cmd:
                 return int(p.name)
     return None
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from learner.config import LearnerConfig
-from learner.graphed import GraphedUpdate
-from learner.replay import ReplayBuffer
-from learner.sac import SAC, GraphScaler, resolve_amp
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphedUpdate
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC, GraphScaler, resolve_amp
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from actors.client import LearnerClient
+from herd.actors.client import LearnerClient
 
 
 def _rows(n, seed):

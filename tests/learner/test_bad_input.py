@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from learner.config import LearnerConfig
-from learner.service import Learner
-from learner.servicer import Unparsable, parse_batch
-from learner.validate import BatchRejected, Session, validate
-from proto import codec
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.learner.config import LearnerConfig
+from herd.learner.service import Learner
+from herd.learner.servicer import Unparsable, parse_batch
+from herd.learner.validate import BatchRejected, Session, validate
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 
 IA, FP = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
 OOR, PD = grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.PERMISSION_DENIED

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import grpc
 
-from learner.config import LearnerConfig
-from learner.service import Learner
-from proto import codec
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.learner.config import LearnerConfig
+from herd.learner.service import Learner
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.test_bad_input import Stream, rows
 
 

@@ -16,13 +16,13 @@ import time
 import grpc
 import pytest
 
-from actors.client import LearnerClient
 from bench.fanin import IDLE, PUSH, STOP, client_process
 from bench.ingest import humanoid_spec
-from learner.config import LearnerConfig
-from learner.service import Learner
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.actors.client import LearnerClient
+from herd.learner.config import LearnerConfig
+from herd.learner.service import Learner
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.test_bad_input import Stream, good, rows
 
 CLIENTS, ROWS = 200, 16

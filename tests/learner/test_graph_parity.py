@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from learner.config import LearnerConfig
-from learner.graphed import GraphedUpdate
-from learner.replay import ReplayBuffer
-from learner.sac import SAC
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphedUpdate
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC
 from tests.learner.rows import random_rows
 
 OBS, ACT = 11, 4

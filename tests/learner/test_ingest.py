@@ -4,9 +4,9 @@ import grpc
 import numpy as np
 import pytest
 
-from proto import codec
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 
 
 def _rows(n, seed=0, obs_dim=4):

@@ -16,12 +16,12 @@ import grpc
 import numpy as np
 import pytest
 
-from learner.config import LearnerConfig
-from learner.ingest_proc import SLOT_ROWS
-from learner.service import Learner
-from proto import codec
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.learner.config import LearnerConfig
+from herd.learner.ingest_proc import SLOT_ROWS
+from herd.learner.service import Learner
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.test_bad_input import Stream, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,8 +112,8 @@ def test_ingest_process_dies_with_a_killed_learner(spec):
 
 def spawn_learner() -> Learner:
     """A learner with its ingest process, for the kill test's own interpreter."""
-    from actors.config import EnvConfig
-    from actors.envs import describe, make_env
+    from herd.actors.config import EnvConfig
+    from herd.actors.envs import describe, make_env
 
     d = describe(make_env(EnvConfig(id="InvertedPendulum-v5")))
     spec = codec.spec_to_proto("InvertedPendulum-v5", d["obs_shape"], d["obs_dtype"], d["action_shape"],
@@ -131,7 +131,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_several_ingest_processes_each_actor_at_its_home(spec):
-    from actors.client import LearnerClient
+    from herd.actors.client import LearnerClient
 
     lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
                                 hidden_sizes=(32, 32), ingest_process="on", ingest_processes=2), spec)

@@ -7,10 +7,10 @@ import time
 import pytest
 import torch
 
-from learner.config import LearnerConfig
-from learner.graphed import GraphedUpdate
-from learner.replay import ReplayBuffer
-from learner.sac import SAC
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphedUpdate
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 
-from actors.client import LearnerClient
-from learner.relay import WeightRelay
+from herd.actors.client import LearnerClient
+from herd.learner.relay import WeightRelay
 from tests.learner.test_bad_input import rows
 
 ACTORS = 8

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from learner.ingest_stream import RingWriter
-from learner.replay import ReplayBuffer
+from herd.learner.ingest_stream import RingWriter
+from herd.learner.replay import ReplayBuffer
 from tests.learner.rows import tagged_rows
 
 OBS, ACT, CAP = 64, 8, 4096

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from learner.replay import ReplayBuffer, memory_metrics
+from herd.learner.replay import ReplayBuffer, memory_metrics
 from tests.learner.rows import tagged_rows
 
 OBS, ACT = 5, 3

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from actors.policy import MLPPolicy
-from learner import losses
-from learner.config import LearnerConfig
-from learner.graphed import GraphedUpdate
-from learner.normalizer import RunningNorm
-from learner.replay import ReplayBuffer
-from learner.sac import LOSS_NAMES, SAC
+from herd.actors.policy import MLPPolicy
+from herd.learner import losses
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphedUpdate
+from herd.learner.normalizer import RunningNorm
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import LOSS_NAMES, SAC
 from tests.learner.rows import random_rows
 
 OBS, ACT = 7, 3

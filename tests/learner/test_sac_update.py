@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from learner.config import LearnerConfig
-from learner.replay import ReplayBuffer
-from learner.sac import LOSS_NAMES, SAC
+from herd.learner.config import LearnerConfig
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import LOSS_NAMES, SAC
 from tests.learner.rows import random_rows
 
 OBS, ACT = 7, 3

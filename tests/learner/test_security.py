@@ -11,11 +11,11 @@ import grpc
 import pytest
 import torch
 
-from learner.config import LearnerConfig
-from learner.server import Server
-from proto import codec
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.learner.config import LearnerConfig
+from herd.learner.server import Server
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -131,7 +131,7 @@ def test_actor_client_pushes_over_tls(make_learner, spec, tmp_path):
 
     import numpy as np
 
-    from actors.client import LearnerClient
+    from herd.actors.client import LearnerClient
 
     cert, key, _ = _self_signed(tmp_path)
     learner = make_learner(token=TOKEN, tls_cert=cert, tls_key=key, min_replay_size=10_000,
@@ -167,8 +167,8 @@ def test_checkpoint_holds_no_token(make_learner, tmp_path):
 
 
 def test_driver_makes_a_per_job_token_and_redacts_it():
-    from cluster.config import parse_config
-    from cluster.driver import REDACTED, redacted, secure
+    from herd.config import parse_config
+    from herd.driver import REDACTED, redacted, secure
 
     local = parse_config({"env": {"id": "InvertedPendulum-v5"}})
     assert secure(local).learner.token is None  # loopback: no token needed
@@ -188,9 +188,9 @@ def test_a_configured_token_travels_in_a_private_file_not_in_env_vars(tmp_path, 
     import json
     import stat
 
-    from cluster.cli import write_token_file
-    from cluster.config import parse_config
-    from cluster.driver import token_from_file
+    from herd.cli import write_token_file
+    from herd.config import parse_config
+    from herd.driver import token_from_file
 
     monkeypatch.setenv("HOME", str(tmp_path))
     path = write_token_file("herd-x-1", TOKEN)

@@ -14,12 +14,12 @@ import grpc
 import numpy as np
 import pytest
 
-from learner.config import LearnerConfig
-from learner.service import Learner
-from learner.validate import MAX_ACTOR_ID
-from proto import codec
-from proto import herd_pb2 as pb
-from proto import herd_pb2_grpc as pb_grpc
+from herd.learner.config import LearnerConfig
+from herd.learner.service import Learner
+from herd.learner.validate import MAX_ACTOR_ID
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.test_bad_input import Stream, counters, rows
 
 IA, FP, OOR = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,

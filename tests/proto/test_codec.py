@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proto import codec
+from herd.proto import codec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,10 +69,11 @@ def test_weights_round_trip():
 
 def test_generated_stubs_are_current(tmp_path):
     """Fails when proto/herd.proto changed without `make proto`."""
-    (tmp_path / "proto").mkdir()
-    (tmp_path / "proto" / "herd.proto").write_text((ROOT / "proto" / "herd.proto").read_text())
+    out = tmp_path / "herd" / "proto"  # as `make proto` does: the path is the import name
+    out.mkdir(parents=True)
+    (out / "herd.proto").write_text((ROOT / "proto" / "herd.proto").read_text())
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", "--python_out=.",
-                    "--grpc_python_out=.", "--pyi_out=.", "proto/herd.proto"], cwd=tmp_path, check=True)
+                    "--grpc_python_out=.", "--pyi_out=.", "herd/proto/herd.proto"], cwd=tmp_path, check=True)
     for name in ("herd_pb2.py", "herd_pb2_grpc.py", "herd_pb2.pyi"):
-        fresh = (tmp_path / "proto" / name).read_text()
+        fresh = (out / name).read_text()
         assert fresh == (ROOT / "proto" / name).read_text(), f"proto/{name} is stale: run `make proto`"

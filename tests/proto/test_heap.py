@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, resource, sys
 import numpy as np
-from proto import codec
-from proto.heap import steady_heap
+from herd.proto import codec
+from herd.proto.heap import steady_heap
 on = steady_heap()
 rng = np.random.default_rng(0)  # float64 draws cast to float32, as MuJoCo's rows are
 rows = {k: rng.normal(size=s).astype(d) for k, s, d in [("obs", (128, 348), np.float32),
