@@ -140,6 +140,11 @@ class ReplayBuffer:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.obs_pair, self.rest))
 
+    def start_copy(self, chunk: int = 65_536) -> RingCopy:
+        """A host copy of the rows as they are now, to go on chunk by chunk (call under the
+        writer's lock; then `RingCopy.step` under it until `remaining` is 0)."""
+        return RingCopy(self, chunk)
+
     def state_dict(self) -> dict:
         n = self.size
         return {
@@ -193,3 +198,49 @@ def memory_metrics(device: torch.device) -> dict[str, int]:
         "mem_reserved": torch.cuda.memory_reserved(device),
         "mem_peak": torch.cuda.max_memory_allocated(device),
     }
+
+
+class RingCopy:
+    """A host copy of the ring as it was when started, in `state_dict`'s layout, taken one chunk
+    per `step()`, each under the writer's lock: training and inserts go on between chunks
+    instead of waiting for the whole ring (GBs) to cross to the host.
+
+    Chunks go oldest rows first, the ones the writer overwrites first, and the first is copied
+    when the copy starts, so the copy stays ahead of the writer. A row the writer overwrote
+    before its chunk was copied (inserts faster than the copy) is saved in its newer form and
+    counted in `overtaken`; every row is whole."""
+
+    def __init__(self, buf: ReplayBuffer, chunk: int):
+        self.buf, self.chunk = buf, chunk
+        self.size, self.pos, self.inserted = buf.size, buf.pos, buf.inserted
+        self.obs = torch.empty((self.size, buf.obs_pair.shape[1]), dtype=buf.obs_pair.dtype)
+        self.rest = torch.empty((self.size, buf.rest.shape[1]), dtype=buf.rest.dtype)
+        self.start = self.pos if self.size == buf.capacity else 0  # the oldest row
+        self.free = buf.capacity - self.size  # slots the writer fills before the oldest row
+        self.done = self.overtaken = 0
+        self.step()
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.done
+
+    def step(self) -> None:
+        """Copy the next chunk (the caller holds the writer's lock)."""
+        buf, k = self.buf, min(self.chunk, self.remaining)
+        if k <= 0:
+            return
+        if buf.device.type == "cuda":  # inserts run on their own stream
+            torch.cuda.synchronize(buf.device)
+        lost = max(0, buf.inserted - self.inserted - self.free)  # oldest rows overwritten so far
+        self.overtaken += max(0, min(lost, self.done + k) - self.done)
+        lo = (self.start + self.done) % buf.capacity
+        for a, b in ((lo, min(lo + k, buf.capacity)), (0, max(0, lo + k - buf.capacity))):
+            if b > a:
+                self.obs[a:b].copy_(buf.obs_pair[a:b])
+                self.rest[a:b].copy_(buf.rest[a:b])
+        self.done += k
+
+    def result(self) -> dict:
+        assert self.remaining == 0, "RingCopy.result before the last step"
+        return {"obs_pair": self.obs, "rest": self.rest, "pos": self.pos, "size": self.size,
+                "inserted": self.inserted, "overtaken": self.overtaken}

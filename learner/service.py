@@ -191,17 +191,22 @@ class Learner:
         """Durable, atomic checkpoint: model.pt (and replay.pt with save_replay) written under
         temporary names and fsynced, then renamed, then the directory fsynced. A failed write
         (disk full) removes the temporary files and raises OSError (errno, one line); the
-        previous checkpoint stays whole and training goes on. The rows go to disk outside the
-        model lock: training waits only for the host copy."""
+        previous checkpoint stays whole and training goes on. Training pauses only for the
+        networks' host copy: the rows cross chunk by chunk between updates (replay.RingCopy)
+        and go to disk outside the lock."""
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
             # publish these very networks, so the checkpoint's policy_version names them
             self._publish()
             state = self._snapshot()
-            rows = self.buffer.state_dict() if save_replay else None  # a host copy of the rows
-            if rows is not None and self.device.type == "cpu":  # ... there, views of the ring
-                rows = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in rows.items()}
+            copy = self.buffer.start_copy() if save_replay else None  # the rows as of now
+        rows = None
+        if copy is not None:
+            while copy.remaining:
+                with self._model_lock:
+                    copy.step()
+            rows = copy.result()
 
         def write(obj, tmp: Path) -> None:
             failed: list[OSError] = []
