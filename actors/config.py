@@ -33,6 +33,9 @@ class ActorConfig(BaseModel):
     """Vector steps per TransitionBatch: a batch holds steps_per_push * num_envs rows."""
     warmup_steps: int = Field(1_000, ge=0)
     """Env steps per actor with uniform random actions before the policy takes over."""
+    wait_for_policy: bool = False
+    """Step only once the learner's first weights arrived (a resumed job sets it, with
+    warmup_steps 0: its restored policy acts from the first step, no random warm-up)."""
     window: int = Field(4, ge=1)
     """Unacknowledged batches in flight; a full window blocks stepping (backpressure)."""
     num_cpus: float = Field(1.0, gt=0)

@@ -43,12 +43,14 @@ class EnvActor:
                                    self.low, self.high)
         self.rng = np.random.default_rng(seed)
         self._policy: MLPPolicy | None = None
+        self._has_policy = threading.Event()
         self.client = LearnerClient(learner_address, actor_id, spec, token=token,
                                     window=cfg.window,
                                     backoff=(cfg.reconnect_initial_s, cfg.reconnect_max_s),
                                     on_weights=self._on_weights, tls_ca=cfg.tls_ca,
                                     weights_address=weights_address)
         self.steps = 0
+        self.random_steps = 0  # env steps taken with uniform random actions (the warm-up)
         self.episodes = 0
         self.returns: collections.deque[float] = collections.deque(maxlen=100)
         self.lengths: collections.deque[int] = collections.deque(maxlen=100)
@@ -70,6 +72,7 @@ class EnvActor:
     def _on_weights(self, weights) -> None:
         # Built off the stepping thread, then swapped in with one assignment: no stall.
         self._policy = MLPPolicy(weights, self.low, self.high)
+        self._has_policy.set()
 
     def _run(self) -> None:
         try:
@@ -95,6 +98,9 @@ class EnvActor:
         clock = time.perf_counter
         wall0, cpu0 = clock(), time.thread_time()
         t_policy = t_env = t_push = 0.0
+        while self.cfg.wait_for_policy and not self._has_policy.wait(0.1):
+            if self._stop.is_set():
+                return
         while not self._stop.is_set():
             policy = self._policy
             dst, s = (one, slice(0, E)) if acc else (buf, slice(n, n + E))
@@ -104,6 +110,7 @@ class EnvActor:
             if self.steps < self.cfg.warmup_steps or policy is None:
                 dst["action"][s] = self.rng.uniform(self.low, self.high, (E, a_dim))
                 version = 0
+                self.random_steps += E
             else:
                 dst["action"][s] = policy.act(st.obs)
                 version = policy.version
@@ -161,6 +168,7 @@ class EnvActor:
             "actor_id": self.actor_id,
             "pid": os.getpid(),
             "steps": self.steps,
+            "random_steps": self.random_steps,
             "sent": c["sent"],
             "acked": c["acked"],
             "rejected": c["rejected"],

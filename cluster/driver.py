@@ -113,6 +113,31 @@ def keep_best_policy(run_dir: Path, weights) -> None:
     tmp.replace(run_dir / BEST_POLICY)
 
 
+BEST_CHECKPOINT, CANDIDATE = "checkpoint-best", ".checkpoint-candidate"
+
+
+def take_for_eval(watch, run_dir: Path, checkpoint_errors: list) -> tuple:
+    """The policy to evaluate next and whether its full state is saved beside it (CANDIDATE):
+    an evaluation that turns out the run's best then keeps that state as checkpoint-best/, so a
+    policy that collapses later cannot take the best one's optimizer and networks with it. A
+    failed save (disk full) costs only the candidate: the evaluation goes on."""
+    try:
+        return watch.call("save_for_eval", str(run_dir / CANDIDATE)), True
+    except OSError as e:
+        checkpoint_errors.append({"error": one_line(e), "best_candidate": True})
+        return watch.call("weights"), False
+
+
+def keep_best_checkpoint(run_dir: Path) -> None:
+    """CANDIDATE becomes checkpoint-best/ (directory renames: atomic, the old best goes last)."""
+    best, old = run_dir / BEST_CHECKPOINT, run_dir / ".checkpoint-best-old"
+    shutil.rmtree(old, ignore_errors=True)
+    if best.exists():
+        best.rename(old)
+    (run_dir / CANDIDATE).rename(best)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def keep_history(ckpt_dir: Path, keep: int) -> None:
     """After a save: hard-link checkpoint/'s files into checkpoints/<updates>/ and prune to the
     `keep` newest (checkpoint/ itself counts as one). The next save renames new files over
@@ -267,6 +292,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         print(f"[herd] warning: {warning}", flush=True)
     gpus = learner_gpus(cfg)
     cfg = fixed_port(secure(cfg))
+    if resume:  # the restored policy acts from the first step: no random warm-up
+        cfg = cfg.model_copy(update={"actors": cfg.actors.model_copy(
+            update={"warmup_steps": 0, "wait_for_policy": True})})
     timeline = Timeline()
     timeline.mark("driver_ready")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -303,6 +331,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         max_task_retries=2,
     ).remote(cfg.env, cfg.run.eval_episodes)
     pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
+    eval_full_state = False  # whether the pending evaluation's full state is in CANDIDATE
     last_ckpt, reason = time.monotonic(), "max_seconds"
     checkpoint_errors: list[dict] = []
     # rates of the first row count from the counters this learner started with (a resumed
@@ -326,9 +355,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
             evals.append({**ray.get(pending_eval), **eval_taken})
             if evals[-1]["mean_return"] >= max(e["mean_return"] for e in evals):
                 keep_best_policy(run_dir, eval_weights)
+                if eval_full_state:
+                    keep_best_checkpoint(run_dir)
             pending_eval = None
         if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
-            weights = watch.call("weights")
+            weights, eval_full_state = take_for_eval(watch, run_dir, checkpoint_errors)
             pending_eval = evaluator.evaluate.remote(weights)
             eval_weights = weights
             eval_taken = {"time_s": now - start, "unix_time": time.time(),
@@ -385,6 +416,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         print(f"[herd] final {one_line(e)}; " + (
             f"{ckpt_dir} keeps the previous checkpoint" if (Path(ckpt_dir) / "model.pt").exists()
             else "the job has no checkpoint"), flush=True)
+    shutil.rmtree(run_dir / CANDIDATE, ignore_errors=True)  # an evaluation that was not the best
     weights = watch.call("weights")  # published by save(): the checkpoint's own policy
     final_eval = ray.get(evaluator.evaluate.remote(weights))
     ray.kill(evaluator)
@@ -405,6 +437,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         # checkpoint's policy can score lower, so both are reported
         "best_eval": max(evals, key=lambda e: e["mean_return"], default=None),
         "best_policy": str(run_dir / BEST_POLICY) if evals else None,
+        # the full state (networks, optimizers, counters) of best_policy.pb's evaluation:
+        # `herd submit --resume` takes it
+        "best_checkpoint": (str(run_dir / BEST_CHECKPOINT)
+                            if (run_dir / BEST_CHECKPOINT / "model.pt").exists() else None),
         # of the final policy (the checkpoint's); a resumed run's early evaluations are of the
         # restored policy, which the run may since have lost
         "reached_target": (cfg.run.target_return is not None
@@ -417,6 +453,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
         "actor_acked": acked,
+        # of them, steps with random warm-up actions (a resumed job takes none)
+        "actor_random_steps": int(sum(a.get("random_steps", 0) for a in actors_final)),
         "relays": relays,  # by node id, with actors.weights_relay: their final stats
         "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,

@@ -136,8 +136,8 @@ class Learner:
         """Accepted transitions per actor_id (`received`), for the fault tests' books."""
         return SimpleNamespace(received=self.ingest.counts()["per_actor"])
 
-    def _publish(self) -> None:
-        self.trainer.publish()
+    def _publish(self) -> pb.PolicyWeights:
+        return self.trainer.publish()
 
     # ---- control plane (the driver, via Ray) ----
     def address(self) -> str:
@@ -198,8 +198,10 @@ class Learner:
         out.mkdir(parents=True, exist_ok=True)
         with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
             # publish these very networks, so the checkpoint's policy_version names them
-            self._publish()
+            self.saved_weights = self._publish()
             state = self._snapshot()
+            # the training thread publishes outside the lock, from these same networks
+            state["policy_version"] = self.saved_weights.version
             copy = self.buffer.start_copy() if save_replay else None  # the rows as of now
         rows = None
         if copy is not None:
@@ -253,6 +255,12 @@ class Learner:
         finally:
             os.close(fd)
         return str(out)
+
+    def save_for_eval(self, path: str) -> pb.PolicyWeights:
+        """The full state (no replay) saved to `path`, and the very policy it holds: the driver
+        evaluates that policy and, if it is the run's best, keeps `path` as checkpoint-best/."""
+        self.save(path)
+        return self.saved_weights
 
     def _snapshot(self) -> dict:
         def copied(x):  # the training thread updates the live tensors in place after the lock

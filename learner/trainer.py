@@ -18,6 +18,7 @@ import torch
 from herd.learner.publisher import WeightPublisher
 from herd.learner.replay_table import ReplayTable
 from herd.learner.sac import LOSS_NAMES, SAC
+from herd.proto import herd_pb2 as pb
 
 Take = Callable[[int, float], list]
 """Staged packed row blocks: take(limit, timeout) -> up to `limit`, waiting up to `timeout`."""
@@ -39,10 +40,12 @@ class Trainer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="herd-train", daemon=True)
 
-    def publish(self) -> None:
+    def publish(self) -> pb.PolicyWeights:
         """The current policy as the next version, serialized once for every stream."""
         version = max(self.publisher.version, self.base_version) + 1
-        self.publisher.publish(self.sac.policy_weights(version))
+        weights = self.sac.policy_weights(version)
+        self.publisher.publish(weights)
+        return weights
 
     @property
     def capture_s(self) -> float:

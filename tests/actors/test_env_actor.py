@@ -75,3 +75,15 @@ def test_n_step_actor_rows_reach_the_ring_with_their_discounts(make_learner, env
     assert stats["sent"] == stats["acked"] == stats["steps"] == learner.buffer.inserted
     d = learner.buffer.discount[: learner.buffer.size].numpy()
     np.testing.assert_allclose(np.unique(d), [0.9**3, 0.9**2, 0.9], rtol=1e-6)
+
+
+def test_wait_for_policy_steps_only_with_the_learners_policy(make_learner, env_cfg):
+    """A resumed job's actors (wait_for_policy, warmup 0): not one random-action step."""
+    learner = make_learner(min_replay_size=10**9, buffer_capacity=4_000, replay_ratio=None)
+    actor = EnvActor("t-w", env_cfg, ActorConfig(num_envs=2, steps_per_push=4, warmup_steps=0,
+                                                 wait_for_policy=True), learner.address(), seed=4)
+    deadline = time.monotonic() + 30
+    while actor.steps < 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = actor.stop()
+    assert stats["steps"] >= 200 and stats["random_steps"] == 0 and stats["policy_version"] > 0

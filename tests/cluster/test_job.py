@@ -78,6 +78,13 @@ def _runs_scales_and_stops(job: str, runs, url: str):
     best = pb.PolicyWeights.FromString((run_dir / "best_policy.pb").read_bytes())
     assert best.version == summary["best_eval"]["policy_version"]
     assert summary["best_eval"]["mean_return"] == max(e["mean_return"] for e in summary["evaluations"])
+    # ... with its full state: checkpoint-best/ holds the networks best_policy.pb was taken from
+    import torch
+
+    assert summary["best_checkpoint"] == str(run_dir / "checkpoint-best")
+    state = torch.load(run_dir / "checkpoint-best" / "model.pt", weights_only=True)
+    assert state["policy_version"] == best.version
+    assert not (run_dir / ".checkpoint-candidate").exists()
     assert (run_dir / "checkpoint" / "model.pt").exists()
     assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.csv").exists()
     assert list((run_dir / "tb").glob("events.*"))

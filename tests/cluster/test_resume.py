@@ -69,6 +69,8 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     assert int(lb["received"]) == saved["received"] + b["actor_acked"]
     assert int(lb["inserted"]) == saved["inserted"] + b["actor_acked"]
     assert b["actor_acked"] == b["actor_steps"]
+    # B's actors act by A's restored policy from their first step: no random warm-up again
+    assert a["actor_random_steps"] > 0 and b["actor_random_steps"] == 0
     assert int(lb["updates"]) > saved["updates"]
     assert int(lb["policy_version"]) > saved["policy_version"]
     # the evaluation does not collapse: B's first evaluation is of A's policy plus a few updates

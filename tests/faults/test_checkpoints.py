@@ -124,3 +124,15 @@ def test_older_checkpoints_survive_the_next_saves_up_to_keep(tmp_path):
     assert (history / "000000000400" / "model.pt").samefile(ckpt / "model.pt")  # a link, no copy
     keep_history(ckpt, keep=1)  # the default keeps no history and touches none
     assert len(list(history.iterdir())) == 3
+
+
+def test_the_best_evaluations_full_state_replaces_the_previous_best(tmp_path):
+    from herd.driver import BEST_CHECKPOINT, CANDIDATE, keep_best_checkpoint
+
+    for updates in (100, 200):
+        (tmp_path / CANDIDATE).mkdir()
+        torch.save({"updates": updates}, tmp_path / CANDIDATE / "model.pt")
+        keep_best_checkpoint(tmp_path)
+        assert not (tmp_path / CANDIDATE).exists()
+        assert torch.load(tmp_path / BEST_CHECKPOINT / "model.pt", weights_only=True)["updates"] == updates
+    assert sorted(p.name for p in tmp_path.iterdir()) == [BEST_CHECKPOINT]
