@@ -63,6 +63,11 @@ lint: setup
 clean:
 	rm -rf runs .pytest_cache
 
+gpu-wheels: ## .devwheels/ for the GPU box: the shared bundle plus Herd's own wheel (of the committed HEAD)
+	bash ../shared/device/bundle-wheels.sh
+	rm -rf .gpusnap && mkdir -p .gpusnap && git archive HEAD | tar -x -C .gpusnap
+	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation ./.gpusnap -w .devwheels && rm -rf .gpusnap
+
 # GPU box benchmarks (see README "Results"); PYTHON=python3 where there is no venv.
 PYTHON ?= $(BIN)/python
 bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit` (warm compile cache); fits one 10-minute GPU call
