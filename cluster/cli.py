@@ -51,31 +51,72 @@ def job_info(args, job_id: str):
         raise
 
 
+def job_rest(args, job_id: str) -> dict | None:
+    """Ray's record of the job from the dashboard's REST API (no Ray driver: fast); None when
+    the dashboard does not answer. UserError when the cluster has no such job."""
+    import urllib.error
+
+    url = dashboard_url(args)
+    if not local.dashboard_up(url):
+        return None
+    try:
+        return json.loads(local.get(f"{url}/api/jobs/{urllib.parse.quote(job_id)}"))
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise UserError(f"no job {job_id} on the cluster at {url} "
+                            "(`herd list` names its jobs)") from None
+        raise
+
+
+def job_logs(args, job_id: str) -> str:
+    return json.loads(local.get(f"{dashboard_url(args)}/api/jobs/{urllib.parse.quote(job_id)}/logs"))["logs"]
+
+
+def not_running(args, job_id: str, info: dict) -> NotRunning:
+    """Why a job has no controller, from its REST record (starting, failed, ended)."""
+    state = info["status"]
+    if state == "PENDING":
+        return NotRunning(f"{job_id} is starting: Ray is setting up its driver (runtime env)")
+    if state == "RUNNING":
+        herd_lines = [ln for ln in job_logs(args, job_id).splitlines() if ln.startswith("[herd]")]
+        phase = herd_lines[-1][7:] if herd_lines else "the driver is starting the learner and actors"
+        return NotRunning(f"{job_id} is starting ({phase}); its controller answers once the "
+                          "learner is up")
+    if state == "FAILED":
+        tail = [ln for ln in job_logs(args, job_id).strip().splitlines() if ln.strip()]
+        return NotRunning(f"{job_id} failed: {tail[-1] if tail else info.get('message')}")
+    return NotRunning(f"{job_id} has ended ({state}); its results are in the runs directory "
+                      f"(runs/{job_id}/summary.json)")
+
+
+def endpoint(job_id: str):
+    """The job's controller over its loopback endpoint (cluster/control.py) when this machine
+    holds its record; None otherwise (a remote cluster, another HERD_HOME, the job not up)."""
+    from herd.control import find
+
+    return find(job_id)
+
+
 def controller(args, job_id: str):
-    """The job's controller; NotRunning says why there is none (starting, failed, ended)."""
+    """The job's controller as a Ray actor (the slow path: a Ray driver per call; the CLI tries
+    endpoint() first); NotRunning says why there is none (starting, failed, ended)."""
+    # a job that is not running (or does not exist) is told apart without a Ray driver
+    info = job_rest(args, job_id)
+    if info is not None and info["status"] != "RUNNING":
+        raise not_running(args, job_id, info)
     import ray
 
-    from herd.controller import NAMESPACE, controller_name
+    from herd.control import NAMESPACE, controller_name
 
     local.join()
     try:
         return ray.get_actor(controller_name(job_id), namespace=NAMESPACE)
     except ValueError:
         pass
-    client, info = job_info(args, job_id)
-    state = str(info.status).split(".")[-1]
-    if state == "PENDING":
-        raise NotRunning(f"{job_id} is starting: Ray is setting up its driver (runtime env)")
-    if state == "RUNNING":
-        herd_lines = [ln for ln in client.get_job_logs(job_id).splitlines() if ln.startswith("[herd]")]
-        phase = herd_lines[-1][7:] if herd_lines else "the driver is starting the learner and actors"
-        raise NotRunning(f"{job_id} is starting ({phase}); its controller answers once the "
-                         "learner is up")
-    if state == "FAILED":
-        tail = [ln for ln in client.get_job_logs(job_id).strip().splitlines() if ln.strip()]
-        raise NotRunning(f"{job_id} failed: {tail[-1] if tail else info.message}")
-    raise NotRunning(f"{job_id} has ended ({state}); its results are in the runs directory "
-                     f"(runs/{job_id}/summary.json)")
+    info = job_rest(args, job_id)
+    if info is None:
+        job_client(args)  # the dashboard went away: says so in one line
+    raise not_running(args, job_id, info or {"status": "RUNNING"})
 
 
 # ---- commands ----
@@ -255,10 +296,27 @@ def follow(client, job_id: str, run_dir: Path) -> int:
     return follow_job(client, job_id, run_dir)
 
 
-def cmd_status(args) -> int:
-    import ray
+def status_fetch(args):
+    """A call returning the job's status, or None once its controller is gone: over the
+    controller's endpoint when this machine has its record and it answers, else through Ray."""
+    from herd.control import Unreachable
 
-    from herd.live import print_status, watch_status
+    ep = endpoint(args.job)
+    if ep is not None:
+        try:
+            first = [ep.status()]
+        except Unreachable:  # a record the ended job left, or a controller that moved: ask Ray
+            first = None
+        if first is not None:
+            def fetch():
+                if first:
+                    return first.pop()
+                try:
+                    return ep.status()
+                except (Unreachable, RuntimeError):  # the job ended and took its controller along
+                    return None
+            return fetch
+    import ray
 
     ctl = controller(args, args.job)
 
@@ -268,6 +326,13 @@ def cmd_status(args) -> int:
         except Exception:  # noqa: BLE001 -- the job ended and took its controller with it
             return None
 
+    return fetch
+
+
+def cmd_status(args) -> int:
+    from herd.live import print_status, watch_status
+
+    fetch = status_fetch(args)
     if args.watch and not args.json:
         return watch_status(fetch, args.watch)
     while True:
@@ -284,12 +349,30 @@ def cmd_status(args) -> int:
         time.sleep(args.watch)
 
 
-def cmd_scale(args) -> int:
-    import ray
+def on_endpoint(args, call):
+    """`call(endpoint)`'s result, or None when there is no endpoint for the job or it does not
+    answer (the caller goes through Ray); a failure in the controller is a UserError."""
+    from herd.control import Unreachable
 
+    ep = endpoint(args.job)
+    if ep is None:
+        return None
+    try:
+        return call(ep)
+    except Unreachable:
+        return None
+    except RuntimeError as e:
+        raise UserError(f"{args.job}: the controller failed: {e}") from None
+
+
+def cmd_scale(args) -> int:
     if args.actors < 0:
         raise UserError(f"--actors must be 0 or more, got {args.actors}")
-    out = ray.get(controller(args, args.job).scale.remote(args.actors))
+    out = on_endpoint(args, lambda ep: ep.scale(args.actors))
+    if out is None:
+        import ray
+
+        out = ray.get(controller(args, args.job).scale.remote(args.actors))
     line = f"{args.job}: {out['actors']} actors" + (f" (removed {', '.join(out['removed'])})"
                                                     if out["removed"] else "")
     if out.get("waiting"):
@@ -300,6 +383,9 @@ def cmd_scale(args) -> int:
 
 
 def cmd_stop(args) -> int:
+    if on_endpoint(args, lambda ep: ep.stop()):
+        print(f"{args.job}: stop requested; the driver saves a final checkpoint and exits")
+        return 0
     import ray
 
     try:
@@ -384,9 +470,13 @@ def cmd_precompile(args) -> int:
 
 
 def cmd_list(args) -> int:
-    for job in job_client(args).list_jobs():
-        if job.submission_id and job.submission_id.startswith("herd-"):
-            print(f"{job.submission_id}  {job.status}")
+    url = dashboard_url(args)  # the REST API JobSubmissionClient.list_jobs reads, without Ray's import
+    if not local.dashboard_up(url):
+        job_client(args)  # says why, in one line
+    for job in json.loads(local.get(f"{url}/api/jobs/")):
+        sid = job.get("submission_id")
+        if sid and sid.startswith("herd-"):
+            print(f"{sid}  {job['status']}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The per-job controller: a named Ray actor that owns the env actors and answers the CLI.
 
-`herd scale / status / stop` find it by name (`controller_name(job_id)`) in the "herd"
-namespace, so the actor count changes live, without restarting the learner. It also exports
+`herd scale / status / stop` reach it over the loopback HTTP endpoint it serves
+(cluster/control.py), or else by name (`controller_name(job_id)`) in the "herd" namespace, so
+the actor count changes live, without restarting the learner. It also exports
 the job's figures as Ray metrics (cluster/prom.py): the driver's progress row each log tick,
 and the learner's and every actor's stats each time it polls them.
 
@@ -27,9 +28,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from herd.actors.config import ActorConfig, EnvConfig
 from herd.actors.env_actor import EnvActor
+from herd.control import NAMESPACE
 from herd.learner.relay import WeightRelay
 
-NAMESPACE = "herd"
 ACTOR_RESOURCES_ENV = "HERD_ACTOR_RESOURCES"
 log = logging.getLogger("herd.controller")
 
@@ -43,10 +44,6 @@ def actor_resources() -> dict[str, float]:
     if not isinstance(value, dict) or not all(isinstance(v, (int, float)) for v in value.values()):
         raise ValueError(f"${ACTOR_RESOURCES_ENV} must be a JSON object of numbers, got {raw!r}")
     return {str(k): float(v) for k, v in value.items()}
-
-
-def controller_name(job_id: str) -> str:
-    return f"herd-controller-{job_id}"
 
 
 def relay_name(job_id: str, node_id: str) -> str:
@@ -83,6 +80,13 @@ class Controller:
             self.metrics = HerdMetrics(job_id)
         except Exception:  # metrics are an aid; a job must not fail for want of them
             log.exception("Ray metrics unavailable; the job runs without them")
+        self.endpoint = None  # herd status / scale / stop without a Ray driver (cluster/control.py)
+        try:
+            from herd.control import ControlServer
+
+            self.endpoint = ControlServer(self, job_id)
+        except Exception:  # the CLI falls back to Ray
+            log.exception("the CLI's endpoint is unavailable; `herd status` goes through Ray")
 
     def _spawn(self, planned: Counter) -> tuple[str, ray.actor.ActorHandle]:
         """One env actor; `planned`: actors placed on each node in this scale call so far
@@ -340,3 +344,9 @@ class Controller:
 
     def stop_requested(self) -> bool:
         return self._stop.is_set()
+
+    def close_endpoint(self) -> None:
+        """At wind-down: the CLI's endpoint stops and its record goes."""
+        if self.endpoint is not None:
+            self.endpoint.close()
+            self.endpoint = None

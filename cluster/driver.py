@@ -31,7 +31,8 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from herd.config import ConfigError, JobConfig, dump_config, parse_config
-from herd.controller import NAMESPACE, Controller, controller_name
+from herd.control import NAMESPACE, controller_name
+from herd.controller import Controller
 from herd.evaluate import Evaluator
 from herd.learner.server import is_loopback
 from herd.learner.service import Learner
@@ -213,9 +214,15 @@ def known_address(cfg: JobConfig) -> str | None:
 
 
 def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
-    """The job's controller and its first actors; returns (controller, ref of the scale call)."""
+    """The job's controller and its first actors; returns (controller, ref of the scale call).
+    The controller goes on this driver's node (the head, where `herd` finds its endpoint's
+    record: cluster/control.py) while that node is alive."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     controller = ray.remote(Controller).options(
         name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
+        scheduling_strategy=here,
     ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
     return controller, controller.start.remote()
 
@@ -467,6 +474,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     print(f"[herd] done ({reason}): final deterministic eval return "
           f"{final_eval['mean_return']:.1f} over {final_eval['episodes']} episodes; "
           f"results in {run_dir}", flush=True)
+    try:  # its CLI endpoint and that endpoint's record go first (ray.kill runs no clean-up)
+        ray.get(controller.close_endpoint.remote(), timeout=10)
+    except Exception as e:  # noqa: BLE001 -- a record left behind only sends `herd status` to Ray
+        print(f"[herd] the controller's endpoint did not close ({one_line(e)})", flush=True)
     ray.kill(controller)
     ray.kill(learner)
     return summary

@@ -19,10 +19,19 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def _progress_of(job_id: str) -> dict | None:
-    """The driver's latest progress row, read from the job's controller (None if not up yet)."""
+    """The driver's latest progress row, read from the job's controller (None if not up yet):
+    over its loopback endpoint when this machine has its record, else through Ray."""
+    from herd.control import Unreachable, find
+
+    ep = find(job_id)
+    if ep is not None:
+        try:
+            return ep.progress()
+        except (Unreachable, RuntimeError):
+            pass
     import ray
 
-    from herd.controller import NAMESPACE, controller_name
+    from herd.control import NAMESPACE, controller_name
     from herd.local import join
 
     try:

@@ -87,7 +87,7 @@ def join() -> None:
     """Join the running cluster quietly (in the "herd" namespace) unless already joined."""
     import ray
 
-    from herd.controller import NAMESPACE
+    from herd.control import NAMESPACE
 
     if ray.is_initialized():
         return

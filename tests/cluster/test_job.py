@@ -6,12 +6,15 @@ Real Ray (head + dashboard + job server), real gRPC learner, real MuJoCo envs, a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 import yaml
 
-from tests.jobs import SMALL, controller_up, get_json, herd, status, status_when, submit, wait_for
+from tests.jobs import ROOT, SMALL, controller_up, get_json, herd, status, status_when, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -19,13 +22,22 @@ pytestmark = pytest.mark.cluster
 def test_job_runs_scales_and_stops(ray_cluster, tmp_path):
     job = submit(SMALL, tmp_path)
     try:
-        _runs_scales_and_stops(job, tmp_path / "runs", ray_cluster["dashboard"])
+        _runs_scales_and_stops(job, tmp_path / "runs", ray_cluster["dashboard"], tmp_path)
     finally:  # a failed check must not leave the job running beside the next tests
         if not (tmp_path / "runs" / job / "summary.json").exists():
             herd("stop", job, check=False)
 
 
-def _runs_scales_and_stops(job: str, runs, url: str):
+def through_ray(job: str, tmp_path) -> dict:
+    """`herd status --json` the old way: a HERD_HOME without the endpoint's record sends the CLI
+    through a Ray driver to the controller actor."""
+    env = {**os.environ, "HERD_HOME": str(tmp_path / "elsewhere")}
+    r = subprocess.run([sys.executable, "-m", "herd", "status", job, "--json"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=180, check=True)
+    return json.loads(r.stdout)
+
+
+def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     first = wait_for(lambda: controller_up(job), 120, "the job's controller")
     assert first["target_actors"] == 1  # the config's count, even before the actor is up
     s1 = wait_for(lambda: status_when(job, lambda s: s["learner"]["updates"] > 0), 120,
@@ -39,6 +51,17 @@ def _runs_scales_and_stops(job: str, runs, url: str):
     # the job's one actor (counted once it has stepped: the controller's first status can come
     # before its scale call has added the actor)
     assert len(s2["actors"]) == 1
+
+    # ---- the CLI's loopback endpoint (cluster/control.py) answers as the Ray path does ----
+    from herd.control import record_path
+
+    assert record_path(job).exists()
+    slow, fast = through_ray(job, tmp_path), status(job)
+    assert slow.keys() == fast.keys() and slow["job_id"] == fast["job_id"] == job
+    assert slow["learner"].keys() == fast["learner"].keys()
+    assert slow["learner"]["learner_id"] == fast["learner"]["learner_id"]
+    assert [a["actor_id"] for a in slow["actors"]] == [a["actor_id"] for a in fast["actors"]]
+    assert f"{job}  RUNNING" in herd("list").stdout
 
     # ---- live scaling, learner untouched ----
     learner_id = s2["learner"]["learner_id"]
@@ -64,6 +87,14 @@ def _runs_scales_and_stops(job: str, runs, url: str):
     herd("stop", job)
     run_dir = runs / job
     wait_for(lambda: (run_dir / "summary.json").exists(), 180, "summary.json")
+    # the endpoint's record goes with the controller; the CLI then tells from Ray's job record
+    wait_for(lambda: not record_path(job).exists(), 30, "the endpoint's record to go")
+
+    def ended():
+        r = herd("status", job, check=False)
+        return r if "has ended" in r.stderr else None
+
+    assert wait_for(ended, 60, "the job to end").returncode == 3
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "stopped by user"
     lr = summary["learner"]
