@@ -41,7 +41,9 @@ class EnvActor:
         self.low, self.high = d["action_low"], d["action_high"]
         spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                    self.low, self.high)
+        # warm-up actions and the policy's exploration noise, both from the actor's seed
         self.rng = np.random.default_rng(seed)
+        self.noise = torch.Generator().manual_seed(seed)
         self._policy: MLPPolicy | None = None
         self._has_policy = threading.Event()
         self.client = LearnerClient(learner_address, actor_id, spec, token=token,
@@ -112,7 +114,7 @@ class EnvActor:
                 version = 0
                 self.random_steps += E
             else:
-                dst["action"][s] = policy.act(st.obs)
+                dst["action"][s] = policy.act(st.obs, generator=self.noise)
                 version = policy.version
             t1 = clock()
             out = st.step(dst["action"][s], dst["next_obs"][s], dst["reward"][s],

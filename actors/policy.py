@@ -23,11 +23,13 @@ def _one_thread() -> None:
         _acting.one = True
 
 
-class MLPPolicy:
-    """The tanh-Gaussian policy as the contract in herd.proto describes it (either layout,
-    observation normalization included); inference only."""
+class PolicyNet(torch.nn.Module):
+    """The policy network of a PolicyWeights message (either layout, observation normalization
+    included) as a torch module: observations -> (pre-tanh mean, log_std). The actors act with
+    it and `herd export` traces it, so an exported policy is this very computation."""
 
-    def __init__(self, weights: pb.PolicyWeights, low: np.ndarray, high: np.ndarray):
+    def __init__(self, weights: pb.PolicyWeights):
+        super().__init__()
         named = {name: torch.from_numpy(a.copy()) for name, a in codec.unpack_weights(weights)}
         self.arch = weights.arch or "mlp"
         if self.arch == "mlp":
@@ -52,12 +54,8 @@ class MLPPolicy:
             self.obs_mean = torch.tensor(list(weights.obs_mean), dtype=torch.float32)
             self.obs_std = torch.tensor(list(weights.obs_std), dtype=torch.float32)
         self.obs_clip = weights.obs_clip
-        self.version = weights.version
-        self.log_std_range = (weights.log_std_min, weights.log_std_max)
-        self.scale = torch.from_numpy((np.asarray(high, np.float32) - low) / 2)
-        self.bias = torch.from_numpy((np.asarray(high, np.float32) + low) / 2)
 
-    def _net(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.obs_mean is not None:
             x = (x - self.obs_mean) / self.obs_std
             if self.obs_clip > 0:
@@ -68,18 +66,36 @@ class MLPPolicy:
                 x = F.linear(x, w, b)
                 if i < last:
                     x = F.relu(x)
-            return x
-        x = F.linear(x, *self.inp)
-        for norm, fc1, fc2 in self.blocks:
-            h = F.layer_norm(x, x.shape[-1:], *norm)
-            x = x + F.linear(F.relu(F.linear(h, *fc1)), *fc2)
-        return F.linear(F.layer_norm(x, x.shape[-1:], *self.out_norm), *self.head)
+        else:
+            x = F.linear(x, *self.inp)
+            for norm, fc1, fc2 in self.blocks:
+                h = F.layer_norm(x, norm[0].shape, *norm)  # a static shape: traceable
+                x = x + F.linear(F.relu(F.linear(h, *fc1)), *fc2)
+            x = F.linear(F.layer_norm(x, self.out_norm[0].shape, *self.out_norm), *self.head)
+        mean, log_std = x.chunk(2, dim=-1)
+        return mean, log_std
+
+
+class MLPPolicy:
+    """The tanh-Gaussian policy as the contract in herd.proto describes it (either layout,
+    observation normalization included); inference only."""
+
+    def __init__(self, weights: pb.PolicyWeights, low: np.ndarray, high: np.ndarray):
+        self.net = PolicyNet(weights)
+        self.arch = self.net.arch
+        self.version = weights.version
+        self.log_std_range = (weights.log_std_min, weights.log_std_max)
+        self.scale = torch.from_numpy((np.asarray(high, np.float32) - low) / 2)
+        self.bias = torch.from_numpy((np.asarray(high, np.float32) + low) / 2)
 
     @torch.inference_mode()
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+    def act(self, obs: np.ndarray, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        """Actions for a batch of observations; the exploration noise comes from `generator`
+        (the actor's seeded one) or, without one, torch's global generator."""
         _one_thread()
-        mean, log_std = self._net(torch.from_numpy(np.ascontiguousarray(obs, np.float32))).chunk(2, dim=-1)
+        mean, log_std = self.net(torch.from_numpy(np.ascontiguousarray(obs, np.float32)))
         if not deterministic:
             std = log_std.clamp(*self.log_std_range).exp()
-            mean = mean + std * torch.randn_like(mean)
+            mean = mean + std * torch.randn(mean.shape, generator=generator)
         return (torch.tanh(mean) * self.scale + self.bias).numpy()

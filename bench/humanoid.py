@@ -26,19 +26,14 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import console, header, result_path, save
 from herd import local
+from herd.config import parse_sets, with_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def apply_overrides(cfg: dict, sets: list[str]) -> dict:
-    for item in sets:
-        key, value = item.split("=", 1)
-        node = cfg
-        *path, leaf = key.split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
-    return cfg
+    """`--set` items applied as `herd submit --set` applies them (herd.config)."""
+    return with_overrides(cfg, parse_sets(sets))
 
 
 def first_reaching(evals: list[dict], threshold: float) -> dict | None:

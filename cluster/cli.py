@@ -149,19 +149,37 @@ def cmd_down(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
     from herd.actors.envs import EnvError
-    from herd.config import ConfigError, check_env, load_config
+    from herd.config import ConfigError
     from herd.evaluate import CheckpointRefused
 
     try:
-        cfg = load_config(args.config)
-        check_env(cfg)
-    except (ConfigError, EnvError) as e:
+        client, job_id, run_dir, resume = submit_job(args)
+    except (ConfigError, EnvError, FileNotFoundError, CheckpointRefused) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
+    print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
+    print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
+    print(f"results:   {run_dir}")
+    if args.follow:
+        return follow(client, job_id, run_dir)
+    return 0
+
+
+def submit_job(args):
+    """`herd submit` and herd.submit: validate, then hand the job to Ray. Returns (client,
+    job id, run directory, resumed checkpoint); raises ConfigError / EnvError / UserError."""
+    submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
+    from herd.config import ConfigError, check_env, load_config
+    from herd.tracking import submit_info
+
+    runtime_env = user_code(args)
+    cfg = load_config(args.config, args.set or (), seed=args.seed, name=args.name)
+    with importable(runtime_env):  # the user's env module, as the cluster will import it
+        check_env(cfg)
     env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
-                "HERD_SUBMIT_UNIX": repr(submitted)}
+                "HERD_SUBMIT_UNIX": repr(submitted),
+                "HERD_SUBMIT_INFO": json.dumps(submit_info(args.config, runtime_env))}
     if args.actor_resources:
         from herd.controller import ACTOR_RESOURCES_ENV
 
@@ -169,22 +187,14 @@ def cmd_submit(args) -> int:
             res = json.loads(args.actor_resources)
             assert isinstance(res, dict) and all(isinstance(v, (int, float)) for v in res.values())
         except (ValueError, AssertionError):
-            print(f"herd: --actor-resources must be a JSON object of numbers, e.g. "
-                  f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}", file=sys.stderr)
-            return 2
+            raise UserError(f"--actor-resources must be a JSON object of numbers, e.g. "
+                            f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}") from None
         env_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
-    resume = None
-    if args.resume:
-        try:
-            resume = check_resume(args.resume, cfg)
-        except (FileNotFoundError, ConfigError, CheckpointRefused) as e:
-            print(f"herd: {e}", file=sys.stderr)
-            return 2
+    resume = check_resume(args.resume, cfg) if args.resume else None
     client = job_client(args)
     if cfg.learner.device == "cuda" and not cluster_has_gpu():
-        print("herd: learner.device is 'cuda' but the cluster has no GPU; use device: auto "
-              "(falls back to the CPU) or add a GPU node", file=sys.stderr)
-        return 2
+        raise ConfigError("learner.device is 'cuda' but the cluster has no GPU; use device: auto "
+                          "(falls back to the CPU) or add a GPU node")
     # the suffix keeps two jobs of one name submitted in the same second apart
     job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     runs_dir = Path(args.runs_dir).resolve()
@@ -210,14 +220,48 @@ def cmd_submit(args) -> int:
         submission_id=job_id,
         # Herd itself is installed on every node (the same version: `pip install herd`, the
         # compose image); only the user's own code travels, by --working-dir / --py-modules
-        runtime_env={"env_vars": env_vars},
+        runtime_env={**runtime_env, "env_vars": env_vars},
     )
-    print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
-    print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
-    print(f"results:   {runs_dir / job_id}")
-    if args.follow:
-        return follow(client, job_id, runs_dir / job_id)
-    return 0
+    return client, job_id, runs_dir / job_id, resume
+
+
+def user_code(args) -> dict:
+    """Ray's runtime_env for the user's own code (--working-dir, --py-modules): local paths are
+    checked here and sent absolute; URIs (s3://, gs://, https://...) go to Ray as they are."""
+    out: dict = {}
+
+    def local_path(flag: str, value: str, want_dir: bool) -> str:
+        if "://" in value:
+            return value
+        path = Path(value).expanduser()
+        if not path.exists() or (want_dir and not path.is_dir()):
+            raise UserError(f"{flag} {value}: no such {'directory' if want_dir else 'file or directory'}")
+        return str(path.resolve())
+
+    if getattr(args, "working_dir", None):
+        out["working_dir"] = local_path("--working-dir", args.working_dir, True)
+    if getattr(args, "py_modules", None):
+        out["py_modules"] = [local_path("--py-modules", m, False) for m in args.py_modules]
+    return out
+
+
+class importable:
+    """sys.path as Ray lays it out for the job's processes (working_dir, each py_module's
+    parent), for the duration of the local env check."""
+
+    def __init__(self, runtime_env: dict):
+        paths = [runtime_env["working_dir"]] if "://" not in runtime_env.get("working_dir", "://") else []
+        for m in runtime_env.get("py_modules", []):
+            if "://" not in m:
+                paths.append(m if m.endswith((".whl", ".zip")) else str(Path(m).parent))
+        self.paths = paths
+
+    def __enter__(self):
+        sys.path[:0] = self.paths
+
+    def __exit__(self, *exc):
+        for p in self.paths:
+            sys.path.remove(p)
 
 
 def check_resume(path: str, cfg) -> Path:
@@ -424,8 +468,8 @@ def cmd_evaluate(args) -> int:
     try:
         out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
                                   seed=args.seed)
-    except (FileNotFoundError, CheckpointRefused) as e:
-        print(f"herd: {e}", file=sys.stderr)
+    except (FileNotFoundError, ValueError, CheckpointRefused) as e:
+        print(f"herd: {str(e).strip().splitlines()[0]}", file=sys.stderr)
         return 2
     except RenderUnavailable as e:
         print(f"herd: no video: {e}. Evaluating without one.", file=sys.stderr)
@@ -439,6 +483,19 @@ def cmd_evaluate(args) -> int:
           f"{out['episodes']} episodes")
     if out.get("video"):
         print(f"video: {out['video']} ({out['frames']} frames)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from herd.evaluate import CheckpointRefused
+    from herd.export import ExportUnavailable, export_policy, sidecar
+
+    try:
+        out = export_policy(args.path, args.format, args.out, best=args.best)
+    except (FileNotFoundError, ValueError, CheckpointRefused, ExportUnavailable) as e:
+        print(f"herd: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} and {sidecar(out)} (`herd evaluate {out}` runs it; herd.load_policy loads it)")
     return 0
 
 
@@ -516,6 +573,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--actor-resources", metavar="JSON",
                    help='Ray custom resources every env actor needs, e.g. \'{"herd_worker": 1}\' '
                         "to keep actors on CPU worker nodes started with --resources")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, validated like the YAML (repeatable), "
+                        "e.g. --set learner.batch_size=64")
+    s.add_argument("--seed", type=int, default=None,
+                   help="the job's one seed (run.seed): learner, actors and evaluations derive theirs")
+    s.add_argument("--name", default=None, help="the job's name (run.name): herd-<name>-<time>")
+    s.add_argument("--working-dir", default=None, metavar="DIR",
+                   help="your code, sent to every node and the job's working directory (Ray runtime_env)")
+    s.add_argument("--py-modules", action="append", default=[], metavar="PATH",
+                   help="a package directory or wheel of yours, importable on every node (repeatable)")
     s.set_defaults(fn=cmd_submit)
     s = sub.add_parser("status", help="rates, returns, buffer, updates, lag of a running job")
     s.add_argument("job")
@@ -550,7 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="JSON path (default runs/tune-<name>/results.json)")
     s.set_defaults(fn=cmd_tune)
     s = sub.add_parser("evaluate", help="deterministic episodes from a checkpoint (optionally an mp4)")
-    s.add_argument("checkpoint", help="runs/<job> or runs/<job>/checkpoint")
+    s.add_argument("checkpoint", help="runs/<job>, its checkpoint/ or model.pt, best_policy.pb, or a "
+                   "`herd export` file (.onnx, .torchscript.pt, .safetensors)")
     s.add_argument("--episodes", type=int, default=5)
     s.add_argument("--video", metavar="OUT.mp4",
                    help="record the episodes (needs MUJOCO_GL=egl or osmesa and imageio-ffmpeg)")
@@ -558,6 +626,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=10_000)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_evaluate)
+    s = sub.add_parser("export", help="write a run's policy as ONNX, TorchScript or safetensors (+ JSON)")
+    s.add_argument("path", help="runs/<job>, its checkpoint/ or model.pt, or best_policy.pb")
+    s.add_argument("--format", required=True, choices=["onnx", "torchscript", "safetensors"])
+    s.add_argument("--best", action="store_true", help="the best periodic evaluation's policy "
+                   "(runs/<job>/best_policy.pb), not the latest checkpoint's")
+    s.add_argument("--out", default=None, help="file to write (default runs/<job>/export/policy[-best].EXT)")
+    s.set_defaults(fn=cmd_export)
     return p
 
 

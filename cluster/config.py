@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import difflib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -13,6 +17,22 @@ from herd.learner.config import LearnerConfig
 
 class ConfigError(ValueError):
     """A configuration a user must fix; the message says where and how."""
+
+
+class WandbConfig(BaseModel):
+    """Where a job's metrics go in Weights & Biases: wandb.init's arguments of the same names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    project: str
+    entity: str | None = None
+    group: str | None = None
+    name: str | None = None
+    """The W&B run name; default: the job id."""
+    tags: list[str] = []
+    notes: str | None = None
+    mode: str = Field("online", pattern="^(online|offline|disabled)$")
+    """offline: files under runs/<job>/wandb/, no network (`wandb sync` uploads them later)."""
 
 
 class RunConfig(BaseModel):
@@ -43,6 +63,11 @@ class RunConfig(BaseModel):
     """Include the replay buffer in checkpoints (torch.load(mmap=True) compatible)."""
     start_without_actors: bool = False
     """Allow actors.num_actors: 0 (the job idles until `herd scale` adds actors)."""
+    seed: int | None = Field(None, ge=0)
+    """One seed for the job (`herd submit --seed N`): learner.seed and actors.seed default to
+    it, and the evaluations reset their envs from 10_000 + 1_000 * seed (JobConfig.eval_seed)."""
+    wandb: WandbConfig | None = None
+    """Log the metric rows to Weights & Biases too (needs `pip install 'herd[wandb]'`)."""
 
 
 class JobConfig(BaseModel):
@@ -69,6 +94,32 @@ class JobConfig(BaseModel):
                 raise ValueError(f"set learner.{key}, not actors.{key}: the actors take it from the learner")
             actors[key] = value
         return {**data, "actors": actors}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seeds_from_run_seed(cls, data):
+        """run.seed is the job's one seed: the learner's and the actors' follow it unless set
+        to the same value (a dumped config read back); a different one is a contradiction."""
+        if not isinstance(data, dict) or not isinstance(data.get("run") or {}, dict):
+            return data
+        seed = (data.get("run") or {}).get("seed")
+        if seed is None:
+            return data
+        out = dict(data)
+        for section in ("learner", "actors"):
+            part = out.get(section) or {}
+            if not isinstance(part, dict):
+                return data
+            if part.get("seed") is not None and part["seed"] != seed:
+                raise ValueError(f"{section}.seed={part['seed']!r} contradicts run.seed={seed!r}: "
+                                 "set run.seed only (the others follow it)")
+            out[section] = {**part, "seed": seed}
+        return out
+
+    @property
+    def eval_seed(self) -> int:
+        """The first seed of the evaluation episodes (episode i resets its env with eval_seed + i)."""
+        return 10_000 + 1_000 * (self.run.seed or 0)
 
     @model_validator(mode="after")
     def _sizes(self):
@@ -99,25 +150,89 @@ class JobConfig(BaseModel):
         return self
 
 
-def _format(e: ValidationError, source: str) -> str:
+def _format(e: ValidationError, source: str, given: Mapping[str, str] | None = None) -> str:
+    """Every error, one per line; an error in a value given on the command line (`given`:
+    config key -> how it was given, e.g. '--set learner.batch_size=64') as that one line."""
+    errors = e.errors()
+    for err in errors:
+        where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+        for key, flag in (given or {}).items():
+            if where and (where == key or where.startswith(key + ".") or key.startswith(where + ".")):
+                hint = _did_you_mean(where) if err["type"] == "extra_forbidden" else ""
+                msg = "no such key" + hint if err["type"] == "extra_forbidden" else err["msg"]
+                return f"{flag}: {where}: {msg}"
     lines = [f"{source}: invalid configuration"]
-    for err in e.errors():
+    for err in errors:
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         lines.append(f"  - {where}: {err['msg']}")
+    if given and len(errors) == 1:  # a whole-config check (sizes): one line, with what was given
+        return f"{source} with {', '.join(given.values())}: {errors[0]['msg']}"
     return "\n".join(lines)
 
 
-def parse_config(data: dict, source: str = "config") -> JobConfig:
+def _did_you_mean(where: str) -> str:
+    """' (did you mean learner.batch_size?)' for a misspelt key of a known section."""
+    *path, leaf = where.split(".")
+    model: Any = JobConfig
+    for part in path:
+        field = getattr(model, "model_fields", {}).get(part)
+        ann = field.annotation if field else None
+        model = next((a for a in (ann, *getattr(ann, "__args__", ())) if hasattr(a, "model_fields")), None)
+        if model is None:
+            return ""
+    close = difflib.get_close_matches(leaf, list(model.model_fields), n=1)
+    return f" (did you mean {'.'.join([*path, close[0]])}?)" if close else ""
+
+
+def parse_sets(items: Iterable[str]) -> dict[str, Any]:
+    """`--set` items ('learner.batch_size=64') -> {'learner.batch_size': 64}; values read as
+    YAML, so 64 is an int, [64, 64] a list, true a bool, null None. ConfigError names the item."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or "" in key.split("."):
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. learner.batch_size=64")
+        try:
+            out[key] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {key}: {text!r} is not a YAML value "
+                              f"({str(e).splitlines()[0]})") from None
+    return out
+
+
+def with_overrides(data: dict, overrides: Mapping[str, Any]) -> dict:
+    """A copy of a config mapping with dotted keys set ('learner.batch_size' -> data['learner']
+    ['batch_size']); sections the mapping lacks are made, a key through a non-section refused."""
+    out = copy.deepcopy(data)
+    for key, value in overrides.items():
+        node = out
+        *path, leaf = key.split(".")
+        for i, part in enumerate(path):
+            if node.get(part) is None:
+                node[part] = {}
+            if not isinstance(node[part], dict):
+                raise ConfigError(f"--set {key}: {'.'.join(path[:i + 1])} is a value, not a section")
+            node = node[part]
+        node[leaf] = value
+    return out
+
+
+def parse_config(data: dict, source: str = "config", given: Mapping[str, str] | None = None) -> JobConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:
         return JobConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format(e, source)) from None
+        raise ConfigError(_format(e, source, given)) from None
 
 
-def load_config(path: str | Path) -> JobConfig:
-    """Read and validate a YAML job config; ConfigError says what is wrong and where."""
+def load_config(path: str | Path, sets: Iterable[str] = (), seed: int | None = None,
+                name: str | None = None) -> JobConfig:
+    """Read and validate a YAML job config, with `herd submit`'s overrides applied first:
+    `sets` ('learner.batch_size=64', validated exactly like the YAML), `seed` (run.seed, which
+    the learner's and the actors' seeds follow) and `name` (run.name). ConfigError says what is
+    wrong and where: an override's mistake in one line that names it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
@@ -125,7 +240,21 @@ def load_config(path: str | Path) -> JobConfig:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    return parse_config(data, str(path))
+    if not isinstance(data, dict):
+        return parse_config(data, str(path))
+    sets = list(sets)
+    overrides = parse_sets(sets)
+    given = {item.partition("=")[0].strip(): f"--set {item}" for item in sets}
+    if seed is not None:
+        overrides["run.seed"] = seed
+        given["run.seed"] = f"--seed {seed}"
+        for section in ("learner", "actors"):  # --seed wins over seeds the YAML sets
+            overrides[f"{section}.seed"] = seed
+            given[f"{section}.seed"] = f"--seed {seed}"
+    if name is not None:
+        overrides["run.name"] = name
+        given["run.name"] = f"--name {name}"
+    return parse_config(with_overrides(data, overrides), str(path), given)
 
 
 def check_env(cfg: JobConfig) -> dict:

@@ -38,6 +38,7 @@ from herd.learner.server import is_loopback
 from herd.learner.service import Learner
 from herd.metrics import MetricsWriter
 from herd.proto import codec
+from herd.tracking import open_wandb, provenance
 
 REDACTED = "<redacted>"
 try:
@@ -332,11 +333,12 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     print(f"[herd] job {job_id}: learner at {address}, {cfg.actors.num_actors} actors, "
           f"results in {run_dir}", flush=True)
 
-    metrics = MetricsWriter(run_dir)
+    record = run_record(cfg, job_id, run_dir)
+    metrics = MetricsWriter(run_dir, record, open_wandb(cfg.run.wandb, run_dir, job_id, record))
     evaluator = ray.remote(Evaluator).options(
         name=f"{job_id}-evaluator", namespace=NAMESPACE, num_cpus=0, max_restarts=-1,
         max_task_retries=2,
-    ).remote(cfg.env, cfg.run.eval_episodes)
+    ).remote(cfg.env, cfg.run.eval_episodes, cfg.eval_seed)
     pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
     eval_full_state = False  # whether the pending evaluation's full state is in CANDIDATE
     last_ckpt, reason = time.monotonic(), "max_seconds"
@@ -427,7 +429,6 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     weights = watch.call("weights")  # published by save(): the checkpoint's own policy
     final_eval = ray.get(evaluator.evaluate.remote(weights))
     ray.kill(evaluator)
-    metrics.close()
     final_status = ray.get(controller.status.remote())
     # actors scaled away (exact final counts) + processes that died and were restarted (their
     # last polled counts: a lower bound of what they had acked)
@@ -467,7 +468,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
         "startup": timeline.seconds(capture_s=final_learner.get("capture_s")),
+        # the resolved config, seeds, package versions and git commits (herd.tracking)
+        "provenance": record,
     }
+    metrics.close({"final_eval_return": final_eval["mean_return"], "stop_reason": reason,
+                   "best_eval_return": (summary["best_eval"] or {}).get("mean_return")})
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print("[herd] start-up, s since " + summary["startup"]["since"] + ": " + ", ".join(
         f"{k[:-2]} {v}" for k, v in summary["startup"].items() if k.endswith("_s")), flush=True)
@@ -481,6 +486,13 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     ray.kill(controller)
     ray.kill(learner)
     return summary
+
+
+def run_record(cfg: JobConfig, job_id: str, run_dir: Path) -> dict:
+    """The run's provenance (resolved config as in config.yaml, seeds, versions, commits)."""
+    import yaml
+
+    return {"job_id": job_id, **provenance(cfg, yaml.safe_load(redacted(cfg)))}
 
 
 def one_line(e: BaseException) -> str:

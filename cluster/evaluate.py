@@ -1,8 +1,10 @@
 """Deterministic evaluation of a policy on fresh envs (no exploration noise).
 
-`evaluate` takes a published PolicyWeights message (the driver's periodic evaluations);
-`evaluate_checkpoint` (`herd evaluate CHECKPOINT`) rebuilds that message from a saved
-checkpoint's actor and can record the episodes as an mp4 where offscreen rendering works.
+`evaluate` takes a published PolicyWeights message (the driver's periodic evaluations) or any
+policy with `act(obs, deterministic=True)`; `evaluate_checkpoint` (`herd evaluate PATH`) loads
+whatever herd.export.load_policy reads (runs/JOB, a checkpoint, best_policy.pb, an ONNX,
+TorchScript or safetensors export) and can record the episodes as an mp4 where offscreen
+rendering works.
 """
 
 from __future__ import annotations
@@ -36,8 +38,7 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
     env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
     env = make_env(env_cfg)
-    d = describe(env)
-    policy = MLPPolicy(weights, d["action_low"], d["action_high"])
+    policy = as_policy(weights, describe(env))
     returns, lengths, frames = [], [], 0
     fps = fps or int(env.metadata.get("render_fps") or 30)
     # frames go to the encoder as they are rendered: held in memory, 5 Humanoid episodes took 3.5 GB
@@ -75,8 +76,7 @@ def side_by_side(envs: list, weights, seed: int) -> dict:
     """One deterministic episode per env, all at once (env i reset with seed + i), one policy
     call per step for the envs still running: the evaluation takes as long as its longest
     episode, which keeps the driver's evaluations close together on a busy machine."""
-    d = describe(envs[0])
-    policy = MLPPolicy(weights, d["action_low"], d["action_high"])
+    policy = as_policy(weights, describe(envs[0]))
     episodes = len(envs)
     obs = [np.asarray(env.reset(seed=seed + i)[0], np.float32).ravel() for i, env in enumerate(envs)]
     returns, lengths = [0.0] * episodes, [0] * episodes
@@ -93,6 +93,13 @@ def side_by_side(envs: list, weights, seed: int) -> dict:
                 still.append(i)
         running = still
     return summarize(weights, returns, lengths)
+
+
+def as_policy(weights, d: dict):
+    """A PolicyWeights message as the actors' policy; a loaded policy (herd.export) as it is."""
+    if hasattr(weights, "act"):
+        return weights
+    return MLPPolicy(weights, d["action_low"], d["action_high"])
 
 
 class Evaluator:
@@ -210,10 +217,20 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
 
 def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None = None,
                         video: str | None = None, seed: int = 10_000) -> dict:
-    ckpt = resolve_checkpoint(path)
-    env_cfg = EnvConfig(id=env_id) if env_id else job_env_config(ckpt)
+    """`herd evaluate PATH`: every path herd.export.load_policy reads. With `env_id`, the
+    checkpoint's networks are rebuilt for that env (a run directory without its config.yaml)."""
+    from herd.export import load_policy
+
+    p = Path(path)
+    if env_id and (p.is_dir() or p.name == "model.pt"):
+        ckpt = resolve_checkpoint(p.parent if p.name == "model.pt" else p)
+        env_cfg = EnvConfig(id=env_id)
+        policy, where = weights_from_checkpoint(ckpt, env_cfg), ckpt
+    else:
+        policy = load_policy(p)
+        env_cfg = EnvConfig(id=env_id) if env_id else policy.env
+        where = policy.meta["source"]
     if video:
         check_offscreen_rendering(env_cfg)
-    weights = weights_from_checkpoint(ckpt, env_cfg)
-    out = evaluate(env_cfg, weights, episodes, seed=seed, video=video)
-    return {"checkpoint": str(ckpt), "env": env_cfg.id, **out}
+    out = evaluate(env_cfg, policy, episodes, seed=seed, video=video)
+    return {"checkpoint": str(where), "env": env_cfg.id, **out}

@@ -13,7 +13,6 @@ rates) to JSON and, for a two-key grid, a heatmap of the mean final return over 
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from herd.config import ConfigError, load_config, parse_config
+from herd.config import ConfigError, load_config, parse_config, with_overrides
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
@@ -35,17 +34,6 @@ def parse_grid(items: list[str]) -> dict[str, list]:
             raise ConfigError(f"--grid {item!r}: expected section.key=v1,v2,...")
         grid[key] = [yaml.safe_load(v) for v in values.split(",")]
     return grid
-
-
-def with_overrides(data: dict, overrides: dict) -> dict:
-    out = copy.deepcopy(data)
-    for key, value in overrides.items():
-        node = out
-        *path, leaf = key.split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return out
 
 
 def cells(base: dict, grid: dict[str, list], seeds: list[int], seconds: float, gpus: float | None) -> list[dict]:

@@ -1,0 +1,111 @@
+"""Herd from Python: submit a job, follow or wait for it, load what it trained.
+
+    import herd
+
+    job = herd.submit("configs/demo.yaml", sets=["learner.batch_size=64"], seed=3)
+    summary = job.wait()                      # or job.follow(): the live view `--follow` shows
+    policy = herd.load_policy(job.run_dir)    # .act(obs, deterministic=True)
+
+`submit` is `herd submit` (the same checks, the same job); errors are herd.ConfigError (a
+config or an override to fix) and herd.HerdError (the cluster, a path, a flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from herd.cli import TERMINAL, NotRunning, UserError
+
+
+class HerdError(RuntimeError):
+    """A Herd job or cluster that cannot do what was asked (the message says why)."""
+
+
+class Job:
+    """A submitted Herd job: its id, where its results go, and ways to watch it."""
+
+    def __init__(self, job_id: str, run_dir: Path, client, address: str | None = None):
+        self.id, self.run_dir, self._client, self._address = job_id, Path(run_dir), client, address
+
+    def __repr__(self) -> str:
+        return f"Job({self.id!r}, run_dir={str(self.run_dir)!r})"
+
+    def state(self) -> str:
+        """Ray's job state: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED."""
+        return str(self._client.get_job_status(self.id)).split(".")[-1]
+
+    def status(self) -> dict:
+        """The live status `herd status --json` prints (rates, returns, buffer, lag); HerdError
+        while the job starts or after it ended."""
+        import ray
+
+        from herd.cli import controller
+
+        try:
+            ctl = controller(argparse.Namespace(address=self._address), self.id)
+            return ray.get(ctl.status.remote(), timeout=30)
+        except (NotRunning, UserError) as e:
+            raise HerdError(str(e)) from None
+
+    def logs(self) -> str:
+        return self._client.get_job_logs(self.id)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> dict:
+        """Block until the job ends; its summary.json as a dict. HerdError when it failed or was
+        stopped before writing one, TimeoutError after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (state := self.state()) not in TERMINAL:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{self.id} still {state} after {timeout:.0f} s")
+            time.sleep(poll_s)
+        return self.summary(state)
+
+    def follow(self) -> dict:
+        """`herd submit --follow`'s live view until the job ends; its summary."""
+        from herd.live import follow_job
+
+        follow_job(self._client, self.id, self.run_dir)
+        return self.summary(self.state())
+
+    def summary(self, state: str | None = None) -> dict:
+        path = self.run_dir / "summary.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        tail = [ln for ln in self.logs().strip().splitlines() if ln.strip()][-1:]
+        raise HerdError(f"{self.id} ended {state or self.state()} without {path}"
+                        + (f": {tail[0]}" if tail else ""))
+
+    def stop(self) -> None:
+        """Ask the job to stop (final checkpoint and summary are written)."""
+        import ray
+
+        from herd.cli import controller
+
+        try:
+            ray.get(controller(argparse.Namespace(address=self._address), self.id).request_stop.remote())
+        except NotRunning:
+            self._client.stop_job(self.id)
+
+
+def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = None,
+           name: str | None = None, address: str | None = None, runs_dir: str | Path = "runs",
+           working_dir: str | Path | None = None, py_modules: Iterable[str | Path] = (),
+           resume: str | Path | None = None, actor_resources: dict | None = None) -> Job:
+    """Submit the YAML job `config` to the Ray cluster at `address` (default: $HERD_DASHBOARD_URL
+    or the local `herd up` cluster), as `herd submit` does; the arguments are its flags."""
+    from herd.cli import submit_job
+
+    args = argparse.Namespace(
+        config=str(config), set=list(sets), seed=seed, name=name, address=address,
+        runs_dir=str(runs_dir), working_dir=None if working_dir is None else str(working_dir),
+        py_modules=[str(m) for m in py_modules], resume=None if resume is None else str(resume),
+        actor_resources=None if actor_resources is None else json.dumps(actor_resources))
+    try:
+        client, job_id, run_dir, _ = submit_job(args)
+    except UserError as e:
+        raise HerdError(str(e)) from None
+    return Job(job_id, run_dir, client, address)

@@ -1,0 +1,78 @@
+"""`herd submit --set/--seed/--name`: validated exactly like the YAML, one line naming the key;
+one seed from which the learner's, the actors' and the evaluation's derive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from herd.config import ConfigError, load_config, parse_config, parse_sets, with_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "configs" / "demo.yaml"
+
+
+def test_sets_seed_and_name_apply_and_derive():
+    cfg = load_config(DEMO, ["learner.batch_size=64", "learner.hidden_sizes=[32, 32]",
+                             "run.target_return=null"], seed=3, name="mine")
+    assert cfg.learner.batch_size == 64 and cfg.learner.hidden_sizes == (32, 32)
+    assert cfg.run.target_return is None and cfg.run.name == "mine"
+    assert (cfg.run.seed, cfg.learner.seed, cfg.actors.seed, cfg.eval_seed) == (3, 3, 3, 13_000)
+    # a dumped config reads back as itself (resume, runs/JOB/config.yaml)
+    import yaml
+
+    from herd.config import dump_config
+
+    assert parse_config(yaml.safe_load(dump_config(cfg))) == cfg
+    # run.seed in the YAML: the others follow it; a different explicit one is a contradiction
+    raw = {"env": {"id": "InvertedPendulum-v5"}, "run": {"seed": 5}}
+    assert parse_config(raw).actors.seed == 5
+    with pytest.raises(ConfigError, match="contradicts run.seed"):
+        parse_config({**raw, "learner": {"seed": 1}})
+    assert load_config(DEMO).eval_seed == 10_000  # no seed: the evaluations as before
+
+
+@pytest.mark.parametrize(("sets", "kw", "want"), [
+    (["learner.batch_sise=64"], {}, ("--set learner.batch_sise=64: learner.batch_sise: no such key "
+                                    "(did you mean learner.batch_size?)")),
+    (["lerner.batch_size=64"], {}, "--set lerner.batch_size=64: lerner: no such key (did you mean learner?)"),
+    (["learner.batch_size=lots"], {}, "--set learner.batch_size=lots: learner.batch_size: Input should be a valid integer"),
+    (["learner.batch_size"], {}, "--set 'learner.batch_size': expected section.key=value"),
+    (["env.id.x=1"], {}, "--set env.id.x: env.id is a value, not a section"),
+    (["learner.batch_size=[1"], {}, "--set learner.batch_size: '[1' is not a YAML value"),
+    (["learner.batch_size=10000000"], {}, ("with --set learner.batch_size=10000000: Value error, "
+                                          "learner.batch_size exceeds learner.buffer_capacity")),
+    ([], {"seed": -1}, "--seed -1: run.seed: Input should be greater than or equal to 0"),
+    ([], {"name": "a b"}, "--name a b: run.name: String should match pattern"),
+])
+def test_a_bad_override_is_one_line_naming_it(sets, kw, want):
+    with pytest.raises(ConfigError) as e:
+        load_config(DEMO, sets, **kw)
+    assert want in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_one_override_implementation():
+    """bench/humanoid.py's --set and herd tune's grid cells apply overrides as herd submit does."""
+    from bench.humanoid import apply_overrides
+    from herd import tune
+
+    base = {"env": {"id": "X"}, "learner": None}
+    assert apply_overrides(base, ["learner.n_step=3"]) == with_overrides(base, parse_sets(["learner.n_step=3"]))
+    assert tune.with_overrides is with_overrides
+
+
+def test_exploration_noise_follows_the_actor_seed():
+    from bench.actors import random_policy_weights
+    from herd.actors.policy import MLPPolicy
+
+    policy = MLPPolicy(random_policy_weights(4, 1, hidden=(16, 16)), np.array([-3.0]), np.array([3.0]))
+    obs = np.zeros((8, 4), np.float32)
+
+    def noisy(seed):
+        g = torch.Generator().manual_seed(seed)
+        return np.concatenate([policy.act(obs, generator=g) for _ in range(3)])
+
+    assert np.array_equal(noisy(7), noisy(7)) and not np.array_equal(noisy(7), noisy(8))
