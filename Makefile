@@ -12,12 +12,12 @@ ACTORS ?= 2
 $(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[all,dev]'
 	touch $@
 
 lock: ## re-resolve pyproject.toml's dependencies in a throwaway venv and pin them in requirements.lock
 	rm -rf .lockvenv && $(PY) -m venv .lockvenv
-	.lockvenv/bin/python -m pip install -q -e '.[dev]'
+	.lockvenv/bin/python -m pip install -q -e '.[all,dev]'
 	{ sed -n '1,2p' requirements.lock; .lockvenv/bin/python -m pip freeze --exclude-editable \
 	  | sed -E 's/^(torch==[^+]*)\+.*/\1/'; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock && rm -rf .lockvenv

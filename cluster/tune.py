@@ -173,7 +173,11 @@ def print_table(records: list[dict], keys: list[str]) -> None:
 
 
 def heatmap(records: list[dict], x_key: str, y_key: str, path: Path, title: str) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # an extra: pip install 'herd[bench]'
+        print(f"no heatmap ({path}): matplotlib is not installed (pip install 'herd[bench]')")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
