@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from herd import local
 from herd.cli import TERMINAL, NotRunning, UserError
 
 
@@ -99,6 +100,8 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
     or the local `herd up` cluster), as `herd submit` does; the arguments are its flags."""
     from herd.cli import submit_job
 
+    local.align_auth_mode()  # as the CLI: the token and address of the cluster `herd up` started
+    local.align_loopback()
     args = argparse.Namespace(
         config=str(config), set=list(sets), seed=seed, name=name, address=address,
         runs_dir=str(runs_dir), working_dir=None if working_dir is None else str(working_dir),
@@ -106,6 +109,6 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
         actor_resources=None if actor_resources is None else json.dumps(actor_resources))
     try:
         client, job_id, run_dir, _ = submit_job(args)
-    except UserError as e:
-        raise HerdError(str(e)) from None
+    except (UserError, local.NotAuthorized, ConnectionError) as e:
+        raise HerdError(str(e).strip().splitlines()[0]) from None
     return Job(job_id, run_dir, client, address)
