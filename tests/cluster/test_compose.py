@@ -1,6 +1,7 @@
-"""docker-compose.yml: a GPU head, scalable CPU workers, Prometheus and Grafana (no Docker engine
-runs here, so the file, its mounts and the provisioned dashboard are checked statically; where a
-docker client with compose exists, `docker compose config` must accept the file too)."""
+"""docker-compose.yml: a GPU head, scalable CPU workers, Prometheus and Grafana. The file, its
+mounts and the provisioned dashboard are checked statically; where a Docker engine runs,
+test_compose_cluster builds the image, starts a head and 2 CPU workers with Ray token auth, runs
+a job across them and looks at Prometheus (and Grafana, where its image is here) in Chromium."""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def test_prometheus_scrapes_ray():
     jobs = {j["job_name"]: j for j in prom["scrape_configs"]}
     files = jobs["ray"]["file_sd_configs"][0]["files"]
     assert files == ["/tmp/ray/prom_metrics_service_discovery.json"]
-    assert jobs["ray-head"]["static_configs"][0]["targets"] == ["ray-head:8080"]
+    # Herd's series keep their own `job` label (the dashboard selects by it), each scraped once
+    assert jobs["ray"]["honor_labels"] is True and list(jobs) == ["ray"]
 
 
 def test_grafana_provisioning_and_dashboard(compose):
@@ -111,7 +113,7 @@ def test_grafana_provisioning_and_dashboard(compose):
     for panel in dash["panels"]:
         assert panel["datasource"]["uid"] == ds["uid"]
     # every metric a panel queries is one the controller exports (cluster/prom.py)
-    from cluster.prom import ALL_NAMES
+    from herd.prom import ALL_NAMES
 
     queried = set(re.findall(r"ray_(herd_\w+)", " ".join(exprs)))
     assert queried and queried <= set(ALL_NAMES), queried - set(ALL_NAMES)
@@ -124,8 +126,217 @@ def test_docker_compose_config_accepts_the_file():
     if not docker:
         pytest.skip("no docker client on this machine")
     env = {**os.environ, "RAY_AUTH_TOKEN": "t" * 32, "GRAFANA_ADMIN_PASSWORD": "p" * 12}
-    r = subprocess.run([docker, "compose", "-f", str(COMPOSE), "config", "--quiet"], cwd=ROOT,
+    r = subprocess.run([docker, "compose", "-f", str(COMPOSE), "-f", str(ROOT / "docker-compose.cpu.yml"),
+                        "config", "--quiet"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60, check=False, env=env)
     if r.returncode and ("is not a docker command" in r.stderr or "unknown" in r.stderr.lower()):
         pytest.skip(f"docker client without the compose plugin: {r.stderr.strip()[:200]}")
     assert r.returncode == 0, r.stderr
+
+
+# ---- the cluster, really started ----------------------------------------------------------------
+
+CPU = ROOT / "docker-compose.cpu.yml"
+JOB = {  # tests/jobs.py's SMALL, one 1-CPU actor per 1-CPU worker; the learner stays on the head
+    "env": {"id": "InvertedPendulum-v5"},
+    "learner": {"hidden_sizes": [32, 32], "batch_size": 32, "buffer_capacity": 20000, "min_replay_size": 300,
+                "replay_ratio": 0.5, "ratio_tolerance": 200, "publish_every_s": 0.3, "num_cpus": 1,
+                "host": "0.0.0.0"},  # workers dial it across the compose network (the driver makes a token)
+    "actors": {"num_actors": 2, "num_envs": 2, "steps_per_push": 8, "warmup_steps": 200, "num_cpus": 1},
+    "run": {"name": "compose", "max_env_steps": 10_000_000, "max_seconds": 600, "eval_every_s": 5,
+            "eval_episodes": 1, "log_every_s": 1, "checkpoint_every_s": 60},
+}
+PLACEMENT = """
+import json, ray
+from ray.util.state import list_actors
+ray.init("auto", logging_level="ERROR")
+nodes = {n["NodeID"]: n["NodeManagerHostname"] for n in ray.nodes() if n["Alive"]}
+ips = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])
+where = {a.class_name + ":" + a.name: nodes.get(a.node_id) for a in list_actors(filters=[("state", "=", "ALIVE")])}
+print(json.dumps({"hosts": sorted(nodes.values()), "ips": ips, "actors": where}))
+"""
+
+
+def sh(*cmd: str, env=None, timeout=600, check=True) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and r.returncode:
+        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+        raise AssertionError(f"{' '.join(cmd[:4])} ... exited {r.returncode}:\n{tail}")
+    return r
+
+
+def engine_or_skip() -> str:
+    docker = shutil.which("docker")
+    if not docker:
+        pytest.skip("no docker client (.ci/docker-up installs Debian's docker.io)")
+    r = sh(docker, "info", "--format", "{{.ServerVersion}}", check=False, timeout=30)
+    if r.returncode:
+        pytest.skip(f"no Docker engine answers: {r.stderr.strip().splitlines()[-1][:150]}")
+    if sh(docker, "compose", "version", check=False, timeout=30).returncode:
+        pytest.skip("docker client without the compose v2 plugin (.ci/docker-up installs it)")
+    return docker
+
+
+def have_image(docker: str, name: str) -> bool:
+    return sh(docker, "image", "inspect", name, check=False, timeout=30).returncode == 0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, **kw):
+    import urllib.parse
+    import urllib.request
+
+    with urllib.request.urlopen(url + ("?" + urllib.parse.urlencode(kw) if kw else ""), timeout=10) as r:
+        return json.loads(r.read())
+
+
+def until(pred, timeout: float, what: str, poll: float = 2.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = pred()
+        except (OSError, ValueError, KeyError, AssertionError):
+            value = None
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def chromium_dom(url: str, png: Path, budget_ms: int = 15000) -> str:
+    """The page as Chromium renders it headless (scripts run for `budget_ms` of virtual time)."""
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chrome:
+        pytest.fail("no chromium (.ci/docker-up installs Debian's)")
+    flags = [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--window-size=1280,800", f"--virtual-time-budget={budget_ms}", f"--user-data-dir={png.parent / 'chrome'}"]
+    sh(*flags, f"--screenshot={png}", url, timeout=120)
+    assert png.stat().st_size > 10_000, f"Chromium's screenshot of {url} is blank"
+    return sh(*flags, "--dump-dom", url, timeout=120).stdout
+
+
+@pytest.mark.cluster
+def test_compose_cluster(tmp_path):
+    """Head + 2 CPU workers in containers, Ray token auth on: a job whose actors run in the worker
+    containers and push to the learner in the head's (books exact), Prometheus scraping every
+    node and Herd's series, the dashboard's queries answered, a graph drawn by Chromium; then
+    `down -v` leaves no container, network or volume."""
+    docker = engine_or_skip()
+    import secrets
+    import time
+
+    t0 = time.monotonic()
+    base = os.environ.get("HERD_BASE_IMAGE") or ("herd-base:bookworm" if have_image(docker, "herd-base:bookworm") else "")
+    wheels = any((ROOT / "deploy/wheels").glob("*.whl"))
+    build = [docker, "build", "-q", "-f", "deploy/Dockerfile", "-t", "herd:latest",
+             "--build-arg", f"WHEELS_ONLY={int(wheels)}"] + (["--build-arg", f"BASE={base}"] if base else [])
+    sh(*build, ".", env={**os.environ, "DOCKER_BUILDKIT": "0"}, timeout=1500)
+    prom_image = os.environ.get("PROMETHEUS_IMAGE", "prom/prometheus:v2.53.0")
+    if not have_image(docker, prom_image):  # no registry here: Debian's Prometheus instead
+        prom_image = "herd-prometheus:latest"
+        sh(docker, "build", "-q", "-f", "deploy/Dockerfile.prometheus", "-t", prom_image,
+           *(["--build-arg", f"BASE={base}"] if base else []), "deploy",
+           env={**os.environ, "DOCKER_BUILDKIT": "0"}, timeout=600)
+    grafana_image = os.environ.get("GRAFANA_IMAGE", "grafana/grafana:11.1.0")
+    grafana = have_image(docker, grafana_image)
+    built = time.monotonic()
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    runs.chmod(0o777)  # the containers run as uid 1000
+    (runs / "compose.yaml").write_text(yaml.safe_dump(JOB))
+    ports = {k: free_port() for k in ("DASHBOARD_PORT", "RAY_METRICS_PORT", "PROMETHEUS_PORT", "GRAFANA_PORT")}
+    env = {**os.environ, **{k: str(v) for k, v in ports.items()}, "RAY_AUTH_TOKEN": secrets.token_hex(32),
+           "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(12), "HERD_RUNS_DIR": str(runs), "HEAD_CPUS": "2",
+           "WORKER_CPUS": "1", "PROMETHEUS_IMAGE": prom_image, "GRAFANA_IMAGE": grafana_image}
+    project = f"herdtest{os.getpid()}"
+    compose = [docker, "compose", "-p", project, "-f", str(COMPOSE), "-f", str(CPU)]
+    label = f"label=com.docker.compose.project={project}"
+    try:
+        sh(*compose, "up", "-d", "--pull", "never", "--no-build", "--scale", "ray-worker=2", "ray-head",
+           "ray-worker", "prometheus", *(["grafana"] if grafana else []), env=env, timeout=300)
+        head = [*compose, "exec", "-T", "ray-head"]
+
+        def placement():
+            return json.loads(sh(*head, "python", "-c", PLACEMENT, env=env, timeout=60).stdout)
+
+        until(lambda: len(placement()["hosts"]) == 3, 120, "the head and 2 workers in Ray")
+        out = sh(*head, "herd", "submit", "/app/runs/compose.yaml", "--runs-dir", "/app/runs",
+                 "--actor-resources", '{"herd_worker": 1}', env=env, timeout=180).stdout
+        job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+        started = time.monotonic()
+
+        # ---- the actors run in the worker containers, the learner in the head's ----
+        def spread():
+            p = placement()
+            envs = [h for a, h in p["actors"].items() if a.startswith("EnvActor:")]
+            learner = [h for a, h in p["actors"].items() if a.startswith("Learner:")]
+            return p if len(envs) == 2 and len(set(envs)) == 2 and "ray-head" not in envs and learner == ["ray-head"] else None
+
+        where = until(spread, 180, "2 env actors on the 2 workers and the learner on the head")
+        prom = f"http://127.0.0.1:{ports['PROMETHEUS_PORT']}"
+
+        def query(expr: str) -> list:
+            return get(f"{prom}/api/v1/query", query=expr)["data"]["result"]
+
+        # ---- Prometheus: every node's target up, Herd's series scraped ----
+        def targets_up():
+            active = [t for t in get(f"{prom}/api/v1/targets")["data"]["activeTargets"] if t["labels"]["job"] == "ray"]
+            hosts = {t["labels"]["instance"].rsplit(":", 1)[0] for t in active if t["health"] == "up"}
+            return active if set(where["ips"]) <= hosts and all(t["health"] == "up" for t in active) else None
+
+        until(targets_up, 120, f"Prometheus targets up for the nodes {where['ips']}")
+        until(lambda: len(query(f'ray_herd_actor_steps{{job="{job}"}} > 0')) == 2, 180, "both actors' ray_herd_actor_steps")
+        until(lambda: query(f'ray_herd_eval_return{{job="{job}"}}'), 120, "an evaluation in ray_herd_eval_return")
+        dash = json.loads((ROOT / "deploy/grafana/dashboards/herd.json").read_text())
+
+        def panels_with_data():
+            empty = [p["title"] for p in dash["panels"]
+                     if not any(query(t["expr"].replace("$job", job)) for t in p["targets"])]
+            return not empty or print("panels without data yet:", empty)
+
+        until(panels_with_data, 120, "every Herd dashboard panel's query to return data", poll=5)
+
+        # ---- a real browser: Prometheus' graph of the job's env steps/s ----
+        png = tmp_path / "prometheus.png"
+        dom = chromium_dom(f"{prom}/classic/graph?g0.expr=ray_herd_env_steps_per_s&g0.tab=0&g0.range_input=5m", png)
+        (tmp_path / "prometheus.html").write_text(dom)
+        drawn = {"graph": "graph_area" in dom and "<svg" in dom and "<path" in dom, "legend": job in dom}
+        assert all(drawn.values()), f"Prometheus' graph in Chromium: {drawn} (DOM in {tmp_path})"
+        if grafana:
+            gpng = tmp_path / "grafana.png"
+            gdom = chromium_dom(f"http://127.0.0.1:{ports['GRAFANA_PORT']}/d/{dash['uid']}/herd?orgId=1&from=now-5m&kiosk", gpng, 30000)
+            assert "No data" not in gdom and all(p["title"] in gdom for p in dash["panels"]), "Grafana's Herd panels did not render with data"
+        if os.environ.get("HERD_SAVE_SCREENSHOT"):  # the README's pictures
+            shutil.copy(png, ROOT / "deploy/prometheus-screenshot.png")
+            if grafana:
+                shutil.copy(gpng, ROOT / "deploy/grafana/screenshot.png")
+
+        # ---- stop: every transition an actor stepped crossed into the learner, once ----
+        sh(*head, "herd", "stop", job, env=env, timeout=180)
+        summary = until(lambda: json.loads((runs / job / "summary.json").read_text()), 240, "summary.json")
+        received = int(summary["learner"]["received"])
+        assert received > 0 and summary["actor_acked"] == summary["actor_steps"] == received, summary
+        print(f"\ncompose: build {built - t0:.0f} s, up+job {time.monotonic() - built:.0f} s "
+              f"(job {time.monotonic() - started:.0f} s, {received} transitions from {where['actors']}); "
+              f"grafana: {'checked' if grafana else f'no image {grafana_image} here, skipped'}")
+    finally:
+        down = sh(*compose, "down", "-v", "--remove-orphans", "--timeout", "20", env=env, timeout=180, check=False)
+    assert down.returncode == 0, down.stderr
+    left = [sh(docker, *kind, "-q", "--filter", label, env=env).stdout.split()
+            for kind in (("ps", "-a"), ("network", "ls"), ("volume", "ls"))]
+    assert left == [[], [], []], f"left behind (containers, networks, volumes): {left}"
+    if not grafana:
+        import warnings
+
+        warnings.warn(f"Grafana not checked: no {grafana_image} image on this machine (no registry "
+                      "serves it here; Debian, PyPI and npm ship no Grafana)", stacklevel=1)
