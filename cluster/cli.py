@@ -151,11 +151,15 @@ def cmd_down(args) -> int:
 def cmd_submit(args) -> int:
     from herd.actors.envs import EnvError
     from herd.config import ConfigError
-    from herd.evaluate import CheckpointRefused
 
+    refused: tuple = ()
+    if args.resume:  # herd.evaluate imports torch (seconds): only a resumed job's check needs it
+        from herd.evaluate import CheckpointRefused
+
+        refused = (CheckpointRefused,)
     try:
         client, job_id, run_dir, resume = submit_job(args)
-    except (ConfigError, EnvError, FileNotFoundError, CheckpointRefused) as e:
+    except (ConfigError, EnvError, FileNotFoundError, *refused) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
     print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
@@ -176,9 +180,12 @@ def submit_job(args):
     runtime_env = user_code(args)
     cfg = load_config(args.config, args.set or (), seed=args.seed, name=args.name)
     with importable(runtime_env):  # the user's env module, as the cluster will import it
-        check_env(cfg)
+        spec = check_env(cfg)
+    from herd.startup import SPEC_ENV, spec_to_env
+
     env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
                 "HERD_SUBMIT_UNIX": repr(submitted),
+                SPEC_ENV: spec_to_env(cfg.env.id, spec),  # the driver makes no env of its own
                 "HERD_SUBMIT_INFO": json.dumps(submit_info(args.config, runtime_env))}
     if args.actor_resources:
         from herd.controller import ACTOR_RESOURCES_ENV

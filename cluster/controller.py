@@ -27,7 +27,6 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from herd.actors.config import ActorConfig, EnvConfig
-from herd.actors.env_actor import EnvActor
 from herd.control import NAMESPACE
 from herd.learner.relay import WeightRelay
 
@@ -69,6 +68,10 @@ class Controller:
         self._next = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # imported here, not at the top: the driver imports this module, and EnvActor's torch and
+        # MuJoCo would cost its start-up a second (this process needs them in any case)
+        from herd.actors.env_actor import EnvActor
+
         self._remote = ray.remote(EnvActor)
         # node id -> (relay handle, ref of its loopback address), with actors.weights_relay
         self.relays: dict[str, tuple[ray.actor.ActorHandle, ray.ObjectRef]] = {}

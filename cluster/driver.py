@@ -38,6 +38,7 @@ from herd.learner.server import is_loopback
 from herd.learner.service import Learner
 from herd.metrics import MetricsWriter
 from herd.proto import codec
+from herd.startup import Timeline, spec_from_env
 from herd.tracking import open_wandb, provenance
 
 REDACTED = "<redacted>"
@@ -291,11 +292,17 @@ class LearnerWatch:
                 time.sleep(1)
 
 
-def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -> dict:
+def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
+        timeline: Timeline | None = None, env: dict | None = None) -> dict:
+    """`env`: config.check_env's spec when the caller has it (main: from `herd submit`)."""
+    timeline = timeline or Timeline(DRIVER_STARTED)
     # ---- refuse what can never run, before any process starts ----
-    from herd.config import check_env
+    if env is None:
+        from herd.config import check_env
 
-    d = check_env(cfg)
+        env = check_env(cfg)
+    d = env
+    timeline.mark("env_spec")
     for warning in check_cluster(cfg, d):
         print(f"[herd] warning: {warning}", flush=True)
     gpus = learner_gpus(cfg)
@@ -303,8 +310,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     if resume:  # the restored policy acts from the first step: no random warm-up
         cfg = cfg.model_copy(update={"actors": cfg.actors.model_copy(
             update={"warmup_steps": 0, "wait_for_policy": True})})
-    timeline = Timeline()
     timeline.mark("driver_ready")
+    timeline.compiled = cfg.learner.cuda_graph or cfg.learner.compile
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(redacted(cfg))
     start = time.monotonic()
@@ -329,16 +336,23 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
     if not early:
         controller, scaling = start_actors(cfg, job_id, learner, address)
     watch = LearnerWatch(learner, cfg.learner.down_timeout_s, start)
+    timeline.watch(learner, controller)  # to the first update, 4 times a second
     ray.get(scaling)
     print(f"[herd] job {job_id}: learner at {address}, {cfg.actors.num_actors} actors, "
           f"results in {run_dir}", flush=True)
 
     record = run_record(cfg, job_id, run_dir)
     metrics = MetricsWriter(run_dir, record, open_wandb(cfg.run.wandb, run_dir, job_id, record))
-    evaluator = ray.remote(Evaluator).options(
-        name=f"{job_id}-evaluator", namespace=NAMESPACE, num_cpus=0, max_restarts=-1,
-        max_task_retries=2,
-    ).remote(cfg.env, cfg.run.eval_episodes, cfg.eval_seed)
+
+    def start_evaluator():
+        return ray.remote(Evaluator).options(
+            name=f"{job_id}-evaluator", namespace=NAMESPACE, num_cpus=0, max_restarts=-1,
+            max_task_retries=2,
+        ).remote(cfg.env, cfg.run.eval_episodes, cfg.eval_seed)
+
+    # started at the first update: its process (torch, MuJoCo: seconds of CPU) would otherwise
+    # boot beside the learner's and the actors' and slow the way to that update
+    evaluator = None
     pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
     eval_full_state = False  # whether the pending evaluation's full state is in CANDIDATE
     last_ckpt, reason = time.monotonic(), "max_seconds"
@@ -362,11 +376,14 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
             # stamped with when its weights were taken, not when it finished
             evals.append({**ray.get(pending_eval), **eval_taken})
+            timeline.mark("first_eval")
             if evals[-1]["mean_return"] >= max(e["mean_return"] for e in evals):
                 keep_best_policy(run_dir, eval_weights)
                 if eval_full_state:
                     keep_best_checkpoint(run_dir)
             pending_eval = None
+        if evaluator is None and ls["updates"]:
+            evaluator = start_evaluator()
         if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
             weights, eval_full_state = take_for_eval(watch, run_dir, checkpoint_errors)
             pending_eval = evaluator.evaluate.remote(weights)
@@ -406,6 +423,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
             break
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
+    timeline.close()
     try:
         ray.get(controller.scale.remote(0))
     except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
@@ -427,6 +445,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None) -
             else "the job has no checkpoint"), flush=True)
     shutil.rmtree(run_dir / CANDIDATE, ignore_errors=True)  # an evaluation that was not the best
     weights = watch.call("weights")  # published by save(): the checkpoint's own policy
+    if evaluator is None:  # the job ended before its first update
+        evaluator = start_evaluator()
     final_eval = ray.get(evaluator.evaluate.remote(weights))
     ray.kill(evaluator)
     final_status = ray.get(controller.status.remote())
@@ -501,33 +521,6 @@ def one_line(e: BaseException) -> str:
     return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
 
 
-class Timeline:
-    """Start-up, in seconds since `herd submit` ($HERD_SUBMIT_UNIX; else since this driver
-    process began): when the driver ran, the learner listened, every actor answered, the ring
-    took its first rows and the first update was made."""
-
-    def __init__(self):
-        self.zero = float(os.environ.get("HERD_SUBMIT_UNIX") or DRIVER_STARTED)
-        self.marks = {"driver_process": DRIVER_STARTED}
-
-    def mark(self, name: str) -> None:
-        self.marks.setdefault(name, time.time())
-
-    def observe(self, st: dict) -> None:
-        actors, ls = st.get("actors", []), st["learner"]
-        if actors and not any(a.get("error") for a in actors):
-            self.mark("actors_ready")
-        if ls.get("inserted"):
-            self.mark("first_rows")
-        if ls.get("updates"):
-            self.mark("first_update")
-
-    def seconds(self, **extra) -> dict:
-        out = {f"{k}_s": round(v - self.zero, 2) for k, v in self.marks.items()}
-        out["since"] = "herd submit" if os.environ.get("HERD_SUBMIT_UNIX") else "driver start"
-        return {**out, **{k: v for k, v in extra.items() if v is not None}}
-
-
 def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[dict]) -> dict:
     """What crashes cost. Learner restarts lose what came after the checkpoint they restore;
     actors ack only what a learner accepted, so acked - received counts exactly the
@@ -592,15 +585,22 @@ def main(argv: list[str] | None = None) -> int:
     from herd.actors.envs import EnvError
 
     try:
+        timeline = Timeline(DRIVER_STARTED)
         cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
         cfg = token_from_file(cfg, os.environ.get("HERD_TOKEN_FILE"))
-        from herd.config import check_env
+        timeline.mark("config_parsed")
+        # `herd submit` built the env and handed its spec over; without one (a job submitted
+        # by hand), an unknown env fails here, before this process joins the cluster
+        env = spec_from_env(cfg.env.id)
+        if env is None:
+            from herd.config import check_env
 
-        check_env(cfg)  # an unknown env fails here, before this process joins the cluster
+            env = check_env(cfg)
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
                  log_to_driver=True)
+        timeline.mark("ray_joined")
         cfg = token_from_kv(cfg, os.environ.get("HERD_TOKEN_KV"))
-        run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume)
+        run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume, timeline, env)
     except (ConfigError, EnvError, json.JSONDecodeError) as e:
         print(f"herd: {e}", file=sys.stderr, flush=True)
         return 2

@@ -79,6 +79,11 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
                           f"env steps; saved as {s['best_policy']})")
         console.print(f"final checkpoint's deterministic eval return {ev['mean_return']:.1f} "
                       f"(policy v{ev['policy_version']})")
+        up = s.get("startup") or {}
+        if up.get("first_update_s") is not None:
+            console.print(f"first update {up['first_update_s']:.1f} s after {up['since']} (actors ready "
+                          f"{_fmt(up.get('actors_ready_s'))} s, first eval {_fmt(up.get('first_eval_s'))} s; "
+                          "summary.json's startup has every phase)")
         console.print(f"results: {run_dir}  (summary.json, metrics.csv, tb/, checkpoint/, best_policy.pb)")
         return 0
     console.print(f"[bold red]{job_id} ended {status}[/]; last log lines:")

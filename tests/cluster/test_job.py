@@ -117,6 +117,14 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     assert state["policy_version"] == best.version
     assert not (run_dir / ".checkpoint-candidate").exists()
     assert (run_dir / "checkpoint" / "model.pt").exists()
+    # the start-up timeline: every phase, in order, seconds since `herd submit`
+    from herd.startup import PHASES
+
+    up = summary["startup"]
+    assert up["since"] == "herd submit" and up["first_compiled_update_s"] is None  # the CPU
+    chain = [up[f"{p}_s"] for p in PHASES if p not in ("first_compiled_update", "actors_ready")]
+    assert None not in chain and chain == sorted(chain), up  # (with 2+ actors, rows can come first)
+    assert up["actors_ready_s"] >= up["learner_listening_s"], up
     assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.csv").exists()
     assert list((run_dir / "tb").glob("events.*"))
 

@@ -1,0 +1,217 @@
+"""Start-up, phase by phase, cold and warm: seconds from `herd submit` to each phase of
+summary.json's "startup" (cluster/startup.py), side by side.
+
+    python bench/startup.py                                   # configs/demo.yaml, cold then warm
+    python bench/startup.py --config configs/humanoid.yaml --seconds 120
+    python bench/startup.py --modes warm --set learner.compile=false
+
+Each run gets a fresh local Ray head of its own (own ports, temp dir, token), started with the
+compile cache it is to see: cold = TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in a new empty
+folder; warm = the folder the cold run of this invocation filled (the user's own cache when
+only warm runs are asked for). The job runs for --seconds (its own run.max_seconds if not set;
+--until-eval stops after the first evaluation). Writes one flat record per run to
+bench/results/startup-<machine>.json: cold, every <phase>_s, first_update_s, actors_ready_s,
+first_compiled_update_s (null on the CPU), seconds_to_5000 (Humanoid; null if not reached),
+machine, command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import console, header, result_path, save
+from herd import local
+from herd.startup import PHASES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def with_sets(cfg: dict, sets: list[str]) -> dict:
+    """KEY=VALUE items (dotted keys, YAML values) written into the config dict."""
+    for item in sets:
+        key, _, value = item.partition("=")
+        node = cfg
+        *parents, leaf = key.split(".")
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[leaf] = yaml.safe_load(value)
+    return cfg
+
+
+class Cluster:
+    """A Ray head of this run alone, as `herd up` starts one (token auth, loopback only), with
+    `extra_env` in every process it starts (the learner sees the compile cache set there)."""
+
+    def __init__(self, work: Path, num_cpus: int | None, extra_env: dict):
+        self.marker = f"bench-startup-{secrets.token_hex(4)}"
+        gcs, dash = free_port(), free_port()
+        token = work / "ray_token"
+        token.write_text(secrets.token_hex(32))
+        self.env = {**os.environ, **extra_env, "RAY_USAGE_STATS_ENABLED": "0",
+                    "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
+                    local.LOOPBACK_ONLY_ENV: "0", "HERD_HOME": str(work / "herd"),
+                    "RAY_ADDRESS": f"127.0.0.1:{gcs}", "HERD_DASHBOARD_URL": f"http://127.0.0.1:{dash}"}
+        self.env.pop("RAY_AUTH_TOKEN", None)
+        self.url = self.env["HERD_DASHBOARD_URL"]
+        cmd = [local.ray_bin(), "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
+               f"--temp-dir={work / 'ray'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+               f"--dashboard-port={dash}", f"--metrics-export-port={free_port()}",
+               f"--dashboard-agent-listen-port={free_port()}", f"--ray-client-server-port={free_port()}",
+               "--disable-usage-stats"] + ([f"--num-cpus={num_cpus}"] if num_cpus else [])
+        subprocess.run(cmd, check=True, env={**self.env, local.CLUSTER_MARKER_ENV: self.marker},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # this process's REST calls
+            os.environ[key] = self.env[key]
+        deadline = time.monotonic() + 120
+        while not local.dashboard_up(self.url):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the bench cluster's dashboard never answered at {self.url}")
+            time.sleep(1)
+
+    def job(self, job: str) -> dict:
+        return json.loads(local.get(f"{self.url}/api/jobs/{job}"))
+
+    def logs(self, job: str) -> str:
+        return json.loads(local.get(f"{self.url}/api/jobs/{job}/logs"))["logs"]
+
+    def close(self) -> None:
+        local.stop_processes_marked(self.marker)
+
+
+def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_eval: bool) -> dict:
+    """Submit, follow the [herd] lines, wait for the end; the job's summary.json."""
+    runs = work / "runs"
+    t0 = time.time()
+    out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir", str(runs)],
+                         cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"herd submit failed: {out.stderr.strip()}")
+    job = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("submitted"))
+    seen, deadline, stopped = 0, time.monotonic() + timeout, False
+    while time.monotonic() < deadline:
+        state = cluster.job(job)["status"]
+        lines = [ln for ln in cluster.logs(job).splitlines() if ln.startswith("[herd]")]
+        for ln in lines[seen:]:
+            console.print(f"{time.time() - t0:6.1f}s {ln}", markup=False)
+        seen = len(lines)
+        if until_eval and not stopped and any(re.search(r"eval_return=-?\d", ln) for ln in lines):
+            subprocess.run([sys.executable, "-m", "herd", "stop", job], cwd=ROOT, env=cluster.env,
+                           capture_output=True, check=False)
+            stopped = True
+        if state in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if state != "SUCCEEDED":
+                console.print(cluster.logs(job)[-4000:], markup=False)
+                raise SystemExit(f"job {job} ended {state}")
+            return json.loads((runs / job / "summary.json").read_text())
+        time.sleep(1)
+    raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
+
+
+def seconds_to(summary: dict, threshold: float) -> float | None:
+    """Seconds from submit to the policy whose evaluation first reached `threshold`."""
+    up = summary.get("startup") or {}
+    hit = next((e for e in summary.get("evaluations", []) if e["mean_return"] >= threshold), None)
+    if hit is None or up.get("zero_unix") is None:
+        return None
+    return round(hit["unix_time"] - up["zero_unix"], 2)
+
+
+def record(summary: dict, cold: bool, info: dict, config: str) -> dict:
+    up = summary.get("startup") or {}
+    humanoid = summary["env"].startswith("Humanoid")
+    return {
+        "cold": cold, "config": config, "env": summary["env"],
+        **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
+        "capture_s": up.get("capture_s"),
+        "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
+        "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
+        "machine": info["machine"], "torch": info["torch"], "cores": info["cores"],
+        "command": info["command"],
+    }
+
+
+def table(records: list[dict]) -> None:
+    from rich.table import Table
+
+    t = Table(title="seconds since `herd submit`")
+    t.add_column("phase")
+    for r in records:
+        t.add_column("cold" if r["cold"] else "warm", justify="right")
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"
+    for key in [f"{p}_s" for p in PHASES] + ["capture_s", "seconds_to_5000"]:
+        t.add_row(key[:-2], *(fmt(r[key]) for r in records))
+    console.print(t)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default="configs/demo.yaml")
+    p.add_argument("--modes", default="cold,warm", help="cold, warm or both, in that order")
+    p.add_argument("--seconds", type=float, default=None, help="the job's run.max_seconds")
+    p.add_argument("--until-eval", action="store_true", help="stop each job after its first evaluation")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--num-cpus", type=int, default=None, help="the bench cluster's CPUs (default all)")
+    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - {"cold", "warm"}:
+        raise SystemExit(f"--modes: cold and/or warm, got {args.modes!r}")
+    info = header("Herd: start-up timeline, cold and warm")
+    cfg = yaml.safe_load((ROOT / args.config).read_text() if not Path(args.config).is_file()
+                         else Path(args.config).read_text())
+    sets = list(args.set) + ([f"run.max_seconds={args.seconds}"] if args.seconds else [])
+    cfg = with_sets(cfg, sets)
+    base = Path(tempfile.mkdtemp(prefix="herd-bench-startup-"))
+    cache = base / "compile-cache"  # cold fills it; warm (after cold) reads it
+    records = []
+    try:
+        for mode in modes:
+            work = base / mode
+            work.mkdir()
+            cfg_path = work / "job.yaml"
+            cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+            if mode == "cold":
+                shutil.rmtree(cache, ignore_errors=True)
+                cache.mkdir()
+            extra = ({"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}
+                     if mode == "cold" or "cold" in modes else {})
+            console.print(f"[bold]{mode}[/]: compile cache "
+                          f"{extra.get('TORCHINDUCTOR_CACHE_DIR', 'the default (yours)')}")
+            cluster = Cluster(work, args.num_cpus, extra)
+            try:
+                summary = run_one(cfg_path, work, cluster, args.timeout, args.until_eval)
+            finally:
+                cluster.close()
+            records.append(record(summary, mode == "cold", info, args.config))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    table(records)
+    path = result_path("startup", args.out, quick=False)
+    save(records, path)
+    console.print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""A job's start-up: the timeline summary.json reports, and the env spec worked out once.
+
+Timeline phases, in seconds since `herd submit` ($HERD_SUBMIT_UNIX; else since the driver
+process began), keys `<phase>_s` in summary.json's "startup":
+
+    driver_process   the driver's Python started (Ray's job start-up is what came before)
+    config_parsed    the job's config read and validated
+    ray_joined       the driver joined the cluster
+    env_spec         the env's spec known (from `herd submit`, or built here)
+    driver_ready     the cluster checked; the learner is asked for next
+    learner_listening  the learner's gRPC server answers
+    actors_ready     every env actor answered
+    first_rows       the replay ring took its first rows
+    first_update     the first SAC update was made
+    first_compiled_update  the first update of the compiled/captured graph (CUDA; null elsewhere)
+    first_eval       the first periodic evaluation came back
+
+Until the first update the driver polls the learner and the actors every quarter second (its
+supervise loop looks only every run.log_every_s). bench/startup.py prints them side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+SUBMIT_ENV = "HERD_SUBMIT_UNIX"
+SPEC_ENV = "HERD_ENV_SPEC"  # the env's spec as `herd submit` built it: the driver builds no env
+PHASES = ("driver_process", "config_parsed", "ray_joined", "env_spec", "driver_ready",
+          "learner_listening", "actors_ready", "first_rows", "first_update",
+          "first_compiled_update", "first_eval")
+
+
+def spec_to_env(env_id: str, spec: dict) -> str:
+    """config.check_env's dict for `env_id` as JSON, for $HERD_ENV_SPEC."""
+    return json.dumps({"env_id": env_id, "obs_shape": list(spec["obs_shape"]),
+                       "obs_dtype": spec["obs_dtype"], "action_shape": list(spec["action_shape"]),
+                       "action_low": [float(x) for x in spec["action_low"]],
+                       "action_high": [float(x) for x in spec["action_high"]]})
+
+
+def spec_from_env(env_id: str) -> dict | None:
+    """The spec `herd submit` handed over for `env_id` ($HERD_ENV_SPEC), as check_env returns
+    it; None when there is none (then the driver makes the env itself)."""
+    raw = os.environ.get(SPEC_ENV)
+    if not raw:
+        return None
+    import numpy as np
+
+    d = json.loads(raw)
+    if d.get("env_id") != env_id:
+        return None
+    return {"obs_shape": tuple(d["obs_shape"]), "obs_dtype": d["obs_dtype"],
+            "action_shape": tuple(d["action_shape"]),
+            "action_low": np.asarray(d["action_low"], np.float32),
+            "action_high": np.asarray(d["action_high"], np.float32)}
+
+
+class Timeline:
+    """Marks of the start-up phases (time.time()), first one wins; see the module docstring."""
+
+    def __init__(self, started: float):
+        self.zero = float(os.environ.get(SUBMIT_ENV) or started)
+        self.marks = {"driver_process": started}
+        self.compiled = False  # set by the driver: the learner runs a compiled/captured graph
+        self.poll_errors, self.last_poll_error = 0, None  # the start-up poll's (a learner booting)
+        self._stop = threading.Event()
+
+    def mark(self, name: str, at: float | None = None) -> None:
+        if name not in self.marks:
+            self.marks[name] = time.time() if at is None else at
+            if name == "first_update":
+                print(f"[herd] first update {self.marks[name] - self.zero:.1f} s after "
+                      f"{self.since()}", flush=True)
+
+    def observe(self, st: dict) -> None:
+        """A status (the controller's, or the start-up poll's: learner and actors)."""
+        actors, ls = st.get("actors", []), st["learner"]
+        if actors and not any(a.get("error") for a in actors):
+            self.mark("actors_ready")
+        if ls.get("inserted"):
+            self.mark("first_rows")
+        if ls.get("updates"):
+            self.mark("first_update")
+            if self.compiled and str(ls.get("device", "")).startswith("cuda"):
+                self.mark("first_compiled_update", self.marks["first_update"])
+
+    def watch(self, learner, controller, every_s: float = 0.25) -> None:
+        """Poll the learner (and, until all answered, the actors) on a thread of its own until
+        the first update or close()."""
+        import ray
+
+        def poll():
+            while not self._stop.is_set() and "first_update" not in self.marks:
+                try:
+                    ls = ray.get(learner.status_dict.remote(), timeout=10)
+                    actors = ([] if "actors_ready" in self.marks
+                              else ray.get(controller.actor_stats.remote(1.0), timeout=10))
+                    self.observe({"learner": ls, "actors": actors})
+                except Exception as e:  # noqa: BLE001 -- booting or restarting: the next poll sees it
+                    self.poll_errors += 1
+                    self.last_poll_error = repr(e)
+                self._stop.wait(every_s)
+
+        threading.Thread(target=poll, name="herd-startup", daemon=True).start()
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def since(self) -> str:
+        return "herd submit" if os.environ.get(SUBMIT_ENV) else "driver start"
+
+    def seconds(self, **extra) -> dict:
+        """Every phase (null: not reached, or not on this learner), then `extra` (capture_s)."""
+        out = {f"{k}_s": (round(self.marks[k] - self.zero, 2) if k in self.marks else None)
+               for k in PHASES}
+        out["since"], out["zero_unix"] = self.since(), self.zero
+        return {**out, **{k: v for k, v in extra.items() if v is not None}}
