@@ -29,7 +29,9 @@ import yaml
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(sysconfig.get_paths()["purelib"])
-TARGET = 80.0  # the suite's target (a random policy scores ~10); the README's fresh-clone check runs demo.yaml to 900
+# the suite's target: a random policy scores ~10, 60 comes ~30-45 s into training (the README's
+# fresh-clone check runs demo.yaml to its 900)
+TARGET = 60.0
 
 
 def free_port() -> int:
@@ -139,10 +141,16 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
     r = run(herd, "up", "--port", str(free_port()), "--dashboard-port", str(dash), "--num-cpus", "3",
             "--metrics-port", str(free_port()), "--client-port", str(free_port()),
             "--agent-port", str(free_port()))
-    marker = None
+    marker = example = None
     try:
         assert r.returncode == 0, r.stderr
         marker = json.loads((home / ".herd" / "cluster.json").read_text())["marker"]
+        # the README's Python example, verbatim, with the installed package, beside the CLI's job
+        (elsewhere / "configs").mkdir()
+        shutil.copy(clone / "configs" / "demo.yaml", elsewhere / "configs" / "demo.yaml")
+        (elsewhere / "example.py").write_text(readme_example())
+        example = subprocess.Popen([py, "example.py"], cwd=elsewhere, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
         proj, extra = user_code(tmp_path)
         runs = tmp_path / "runs"
         r = run(herd, "submit", str(clone / "configs" / "demo.yaml"), "--follow", "--runs-dir", str(runs),
@@ -170,13 +178,11 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
         events = b"".join(p.read_bytes() for p in (run_dir / "tb").glob("events.*"))
         assert b"herd/config" in events and b"herd/provenance" in events
 
-        # the README's Python example, verbatim, with the installed package
-        (elsewhere / "configs").mkdir()
-        shutil.copy(clone / "configs" / "demo.yaml", elsewhere / "configs" / "demo.yaml")
-        (elsewhere / "example.py").write_text(readme_example())
-        r = run(py, "example.py", timeout=300)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        assert list((elsewhere / "runs").glob("herd-*/summary.json"))
+        out, _ = example.communicate(timeout=300)
+        assert example.returncode == 0, out[-3000:]
+        assert list((elsewhere / "runs").glob("herd-demo-*/summary.json"))
     finally:
+        if example is not None and example.poll() is None:
+            example.kill()
         r = run(herd, "down")
         assert marker is None or r.returncode == 0, r.stderr

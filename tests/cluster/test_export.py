@@ -4,9 +4,6 @@ both network layouts with observation normalization, and `herd evaluate` takes e
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -83,11 +80,6 @@ def test_exports_act_as_the_actor_policy(run_dir):
     assert returns["policy-best.safetensors"] == pytest.approx(returns["best_policy.pb"], rel=1e-3)
 
 
-def herd(*args):
-    return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env=os.environ.copy(), check=False)
-
-
 def test_cli_export_evaluate_and_bad_input(make_learner, env_cfg, tmp_path, capsys):
     from herd.cli import main
 
@@ -96,9 +88,8 @@ def test_cli_export_evaluate_and_bad_input(make_learner, env_cfg, tmp_path, caps
     learner.save(str(run / "checkpoint"))
     (run / "config.yaml").write_text(yaml.safe_dump({"env": env_cfg.model_dump(mode="json")}))
     out = tmp_path / "p.onnx"
-    r = herd("export", str(run), "--format", "onnx", "--out", str(out))  # the real command line
-    assert r.returncode == 0, r.stderr
-    assert out.is_file() and (tmp_path / "p.json").is_file() and "wrote" in r.stdout
+    assert main(["export", str(run), "--format", "onnx", "--out", str(out)]) == 0
+    assert out.is_file() and (tmp_path / "p.json").is_file() and "wrote" in capsys.readouterr().out
     assert main(["evaluate", str(out), "--episodes", "1"]) == 0
     assert "deterministic return" in capsys.readouterr().out
     assert main(["export", str(run), "--format", "onnx", "--best"]) == 2  # no evaluation finished
