@@ -3,6 +3,7 @@ one seed from which the learner's, the actors' and the evaluation's derive."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +77,24 @@ def test_exploration_noise_follows_the_actor_seed():
         return np.concatenate([policy.act(obs, generator=g) for _ in range(3)])
 
     assert np.array_equal(noisy(7), noisy(7)) and not np.array_equal(noisy(7), noisy(8))
+
+
+def test_herd_submit_refuses_a_bad_override_in_one_line_before_any_cluster(capsys, tmp_path):
+    from herd.cli import main
+
+    assert main(["submit", str(DEMO), "--set", "learner.batch_sise=64", "--seed", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("herd: --set learner.batch_sise=64: learner.batch_sise: no such key "
+                   "(did you mean learner.batch_size?)")
+    assert main(["submit", str(DEMO), "--working-dir", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("herd: --working-dir ") and err.endswith("no such directory")
+    # the user's env module is imported as the nodes will: from the --py-modules given
+    pkg = tmp_path / "mods" / "herd_no_env_here"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    assert main(["submit", str(DEMO), "--py-modules", str(pkg), "--set", "env.module=herd_no_env_here",
+                 "--set", "env.id=HerdNoSuchEnv-v0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown env id 'HerdNoSuchEnv-v0'" in err and len(err.splitlines()) == 1
+    assert "herd_no_env_here" in sys.modules  # it was importable, from the py_module
