@@ -101,6 +101,7 @@ class Cluster:
 def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_eval: bool) -> dict:
     """Submit, follow the [herd] lines, wait for the end; the job's summary.json."""
     runs = work / "runs"
+    load = os.getloadavg()[0]  # a shared box's other work shows up in every phase
     t0 = time.time()
     out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir", str(runs)],
                          cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=False)
@@ -122,7 +123,7 @@ def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_
             if state != "SUCCEEDED":
                 console.print(cluster.logs(job)[-4000:], markup=False)
                 raise SystemExit(f"job {job} ended {state}")
-            return json.loads((runs / job / "summary.json").read_text())
+            return {**json.loads((runs / job / "summary.json").read_text()), "loadavg_1m": load}
         time.sleep(1)
     raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
 
@@ -145,6 +146,7 @@ def record(summary: dict, cold: bool, info: dict, config: str) -> dict:
         "capture_s": up.get("capture_s"),
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
+        "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job
         "machine": info["machine"], "torch": info["torch"], "cores": info["cores"],
         "command": info["command"],
     }
@@ -159,7 +161,7 @@ def table(records: list[dict]) -> None:
         t.add_column("cold" if r["cold"] else "warm", justify="right")
     fmt = lambda v: "-" if v is None else f"{v:.1f}"
     for key in [f"{p}_s" for p in PHASES] + ["capture_s", "seconds_to_5000"]:
-        t.add_row(key[:-2], *(fmt(r[key]) for r in records))
+        t.add_row(key.removesuffix("_s"), *(fmt(r[key]) for r in records))
     console.print(t)
 
 
