@@ -16,7 +16,7 @@ import importlib
 _API = {
     "submit": "herd.api", "Job": "herd.api", "HerdError": "herd.api",
     "load_policy": "herd.export", "export_policy": "herd.export", "Policy": "herd.export",
-    "evaluate": ("herd.evaluate", "evaluate_checkpoint"),
+    "evaluate": ("herd.evaluation", "evaluate_checkpoint"),
     "load_config": "herd.config", "ConfigError": "herd.config", "JobConfig": "herd.config",
 }
 

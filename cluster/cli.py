@@ -153,8 +153,8 @@ def cmd_submit(args) -> int:
     from herd.config import ConfigError
 
     refused: tuple = ()
-    if args.resume:  # herd.evaluate imports torch (seconds): only a resumed job's check needs it
-        from herd.evaluate import CheckpointRefused
+    if args.resume:  # herd.evaluation imports torch (seconds): only a resumed job's check needs it
+        from herd.evaluation import CheckpointRefused
 
         refused = (CheckpointRefused,)
     try:
@@ -275,7 +275,7 @@ def check_resume(path: str, cfg) -> Path:
     """The checkpoint directory of runs/<job> (or the checkpoint dir itself), checked against
     the new config: the networks and the env must match what was saved."""
     from herd.config import ConfigError, load_config
-    from herd.evaluate import load_checkpoint, resolve_checkpoint
+    from herd.evaluation import load_checkpoint, resolve_checkpoint
 
     ckpt = resolve_checkpoint(path).resolve()
     load_checkpoint(ckpt)  # refused here, in one line, rather than in the learner's start-up
@@ -467,7 +467,7 @@ def cmd_logs(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from herd.evaluate import CheckpointRefused, RenderUnavailable, evaluate_checkpoint
+    from herd.evaluation import CheckpointRefused, RenderUnavailable, evaluate_checkpoint
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be 1 or more, got {args.episodes}")
@@ -494,7 +494,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from herd.evaluate import CheckpointRefused
+    from herd.evaluation import CheckpointRefused
     from herd.export import ExportUnavailable, export_policy, sidecar
 
     try:

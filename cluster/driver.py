@@ -33,7 +33,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from herd.config import ConfigError, JobConfig, dump_config, parse_config
 from herd.control import NAMESPACE, controller_name
 from herd.controller import Controller
-from herd.evaluate import Evaluator
+from herd.evaluation import Evaluator
 from herd.learner.server import is_loopback
 from herd.learner.service import Learner
 from herd.metrics import MetricsWriter

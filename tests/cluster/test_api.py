@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_api_names_are_lazy_and_all_resolve():
@@ -13,7 +14,9 @@ def test_api_names_are_lazy_and_all_resolve():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     import herd
+    import herd.evaluation  # a submodule import must not shadow an API name
 
     assert all(getattr(herd, name) is not None for name in herd.__all__)
     assert herd.load_policy.__module__ == "herd.export" and herd.submit.__module__ == "herd.api"
-    assert herd.evaluate.__name__ == "evaluate_checkpoint"
+    assert herd.evaluate.__name__ == "evaluate_checkpoint"  # the function, not a module
+    assert not [n for n in herd.__all__ if n in {p.stem for p in Path(herd.__file__).parent.glob("*.py")}]

@@ -27,7 +27,7 @@ def checkpoint(make_learner, env_cfg, tmp_path):
 
 
 def test_weights_from_checkpoint_equal_the_published_ones(checkpoint, env_cfg):
-    from herd.evaluate import resolve_checkpoint, weights_from_checkpoint
+    from herd.evaluation import resolve_checkpoint, weights_from_checkpoint
 
     run_dir, published = checkpoint
     ckpt = resolve_checkpoint(run_dir)
@@ -41,7 +41,7 @@ def test_weights_from_checkpoint_equal_the_published_ones(checkpoint, env_cfg):
 
 
 def test_evaluate_checkpoint_is_deterministic(checkpoint):
-    from herd.evaluate import evaluate_checkpoint
+    from herd.evaluation import evaluate_checkpoint
 
     run_dir, _ = checkpoint
     one = evaluate_checkpoint(run_dir, episodes=2)
@@ -65,7 +65,7 @@ def test_cli_evaluate_and_errors(checkpoint, tmp_path):
 
 
 def test_video_where_offscreen_rendering_works(checkpoint, env_cfg, tmp_path):
-    from herd.evaluate import RenderUnavailable, check_offscreen_rendering
+    from herd.evaluation import RenderUnavailable, check_offscreen_rendering
 
     gl = os.environ.get("MUJOCO_GL") or "egl"
     os.environ["MUJOCO_GL"] = gl
@@ -94,7 +94,7 @@ def test_the_drivers_evaluator_matches_a_fresh_evaluation() -> None:
     """Envs kept between evaluations, reset with the same seeds: the same episodes each time."""
     from bench.actors import random_policy_weights
     from herd.actors.config import EnvConfig
-    from herd.evaluate import Evaluator, evaluate
+    from herd.evaluation import Evaluator, evaluate
 
     env_cfg = EnvConfig(id="InvertedPendulum-v5")
     weights = random_policy_weights(4, 1, hidden=(16, 16))

@@ -44,7 +44,7 @@ def reference(weights) -> MLPPolicy:
 
 
 def test_exports_act_as_the_actor_policy(run_dir):
-    from herd.evaluate import evaluate_checkpoint, weights_from_checkpoint
+    from herd.evaluation import evaluate_checkpoint, weights_from_checkpoint
     from herd.export import export_policy, load_policy, sidecar
 
     obs = np.random.default_rng(0).normal(0, 3, (64, 4)).astype(np.float32)
