@@ -30,6 +30,9 @@ def test_job_with_a_weights_relay(ray_cluster, tmp_path):
         assert relay["weight_streams"] == 2 and relay["policy_version"] > 1
         assert all(a["refused"] == 0 for a in st["actors"])
 
+        # one version's size comes from best_policy.pb below: let an evaluation keep one first
+        # (the evaluator starts at the first update, so it can come after the checks above)
+        wait_for(lambda: (run_dir / "best_policy.pb").exists(), 120, "a periodic evaluation")
         herd("stop", job)
         wait_for(lambda: (run_dir / "summary.json").exists(), 120, "summary.json")
     finally:  # a failed check must not leave the job running beside the next tests
