@@ -151,7 +151,9 @@ def keep_history(ckpt_dir: Path, keep: int) -> None:
     history = ckpt_dir.parent / "checkpoints"
     import torch
 
-    updates = int(torch.load(ckpt_dir / "model.pt", map_location="cpu", weights_only=True)["updates"])
+    # mmap: the one count, without reading the networks and optimizers back in
+    updates = int(torch.load(ckpt_dir / "model.pt", map_location="cpu", mmap=True,
+                             weights_only=True)["updates"])
     snap = history / f"{updates:012d}"
     if not snap.exists():
         tmp = history / f".{updates:012d}.tmp"

@@ -194,14 +194,24 @@ class Learner:
         previous checkpoint stays whole and training goes on. Training pauses only for the
         networks' host copy: the rows cross chunk by chunk between updates (replay.RingCopy)
         and go to disk outside the lock."""
+        self._save(path, save_replay)
+        return str(Path(path))
+
+    def save_for_eval(self, path: str) -> pb.PolicyWeights:
+        """The full state (no replay) saved to `path`, and the very policy it holds: the driver
+        evaluates that policy and, if it is the run's best, keeps `path` as checkpoint-best/."""
+        return self._save(path, save_replay=False)
+
+    def _save(self, path: str, save_replay: bool) -> pb.PolicyWeights:
+        """`save`; returns the policy the checkpoint holds, as published when it was taken."""
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
             # publish these very networks, so the checkpoint's policy_version names them
-            self.saved_weights = self._publish()
+            weights = self._publish()
             state = self._snapshot()
             # the training thread publishes outside the lock, from these same networks
-            state["policy_version"] = self.saved_weights.version
+            state["policy_version"] = weights.version
             copy = self.buffer.start_copy() if save_replay else None  # the rows as of now
         rows = None
         if copy is not None:
@@ -254,13 +264,7 @@ class Learner:
             os.fsync(fd)
         finally:
             os.close(fd)
-        return str(out)
-
-    def save_for_eval(self, path: str) -> pb.PolicyWeights:
-        """The full state (no replay) saved to `path`, and the very policy it holds: the driver
-        evaluates that policy and, if it is the run's best, keeps `path` as checkpoint-best/."""
-        self.save(path)
-        return self.saved_weights
+        return weights
 
     def _snapshot(self) -> dict:
         def copied(x):  # the training thread updates the live tensors in place after the lock
