@@ -312,13 +312,7 @@ def put_token_in_cluster(job_id: str, token: str) -> str:
 
 def write_token_file(job_id: str, token: str) -> str:
     """A 0600 file the job's driver reads once and deletes (a cluster on this machine)."""
-    folder = local.herd_home() / "secrets"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / job_id
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token)
-    return str(path)
+    return str(local.write_private(local.herd_home() / "secrets" / job_id, token))
 
 
 def cluster_has_gpu() -> bool:

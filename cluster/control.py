@@ -27,7 +27,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from herd.local import herd_home
+from herd.local import herd_home, write_private
 
 NAMESPACE = "herd"  # Herd's Ray namespace: controllers, learners, actors
 HOST_ENV = "HERD_CONTROL_HOST"
@@ -115,15 +115,7 @@ class ControlServer:
 
 def write_record(job_id: str, record: dict) -> Path:
     """The record, 0600 in 0700 folders, written under a temporary name and renamed."""
-    path = record_path(job_id)
-    for folder in (path.parent.parent, path.parent):
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f)
-    tmp.replace(path)
-    return path
+    return write_private(record_path(job_id), json.dumps(record))
 
 
 def remove_record(job_id: str) -> None:

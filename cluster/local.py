@@ -39,6 +39,19 @@ def cluster_file() -> Path:
     return herd_home() / "cluster.json"
 
 
+def write_private(path: Path, text: str) -> Path:
+    """`text` in a 0600 file (written under a temporary name, then renamed), in folders this
+    makes 0700: Herd's secrets and records."""
+    for folder in reversed([path.parent, *path.parent.parents]):
+        folder.mkdir(exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)
+    return path
+
+
 def ensure_token() -> Path:
     """Herd's Ray token file (0600 in a 0700 folder), made once."""
     path = ray_token_path()
