@@ -3,9 +3,11 @@
     python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml --seeds 1,2
     python bench/humanoid.py --ablate all --seeds 1,2 --seconds 240   # each piece of the family off in turn
+    python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
+        --envs Walker2d-v5,Hopper-v5 --parallel 4 --set actors.num_actors=3 --seconds 120  # side by side
 
 Starts a local Ray head if none answers, submits each (config, seed) job in turn through the
-`herd` CLI, follows it, then reads runs/<job>/summary.json: deterministic evaluation return
+`herd` CLI (`--parallel N`: N jobs at once, each with 1/N of the GPU), follows it, then reads runs/<job>/summary.json: deterministic evaluation return
 against seconds since submit, env steps and updates. Writes one flat record per run (every
 seed, side by side) to bench/results/humanoid-<machine>.json and a PNG plot of all curves.
 """
@@ -80,29 +82,37 @@ def compile_cache_empty() -> bool:
     return not d.exists() or not any(d.iterdir())
 
 
-def run_job(cfg_path: Path, runs: Path, timeout: float) -> tuple[str, float]:
-    from ray.job_submission import JobSubmissionClient
-
+def submit(cfg_path: Path, runs: Path) -> tuple[str, float]:
     t_submit = time.time()
     out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir",
                           str(runs)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+    return next(line.split()[1] for line in out.splitlines() if line.startswith("submitted")), t_submit
+
+
+def follow_jobs(jobs: list[str], timeout: float) -> None:
+    """Print each job's [herd] lines as they come (tagged when several) until all have ended."""
+    from ray.job_submission import JobSubmissionClient
+
     client = JobSubmissionClient(local.DEFAULT_DASHBOARD)
-    deadline = time.monotonic() + timeout
-    seen = 0
-    while time.monotonic() < deadline:
-        status = str(client.get_job_status(job)).split(".")[-1]
-        lines = [ln for ln in client.get_job_logs(job).splitlines() if ln.startswith("[herd]")]
-        for ln in lines[seen:]:
-            console.print(f"{time.time() - t_submit:6.1f}s {ln}", markup=False)
-        seen = len(lines)
-        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
-            if status != "SUCCEEDED":
-                console.print(client.get_job_logs(job)[-4000:], markup=False)
-                raise SystemExit(f"job {job} ended {status}")
-            return job, t_submit
+    t0, deadline = time.time(), time.monotonic() + timeout
+    seen = dict.fromkeys(jobs, 0)
+    running = list(jobs)
+    while running and time.monotonic() < deadline:
+        for job in list(running):
+            status = str(client.get_job_status(job)).split(".")[-1]
+            lines = [ln for ln in client.get_job_logs(job).splitlines() if ln.startswith("[herd]")]
+            for ln in lines[seen[job]:]:
+                tag = f"{job[-4:]} " if len(jobs) > 1 else ""
+                console.print(f"{time.time() - t0:6.1f}s {tag}{ln}", markup=False)
+            seen[job] = len(lines)
+            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                if status != "SUCCEEDED":
+                    console.print(client.get_job_logs(job)[-4000:], markup=False)
+                    raise SystemExit(f"job {job} ended {status}")
+                running.remove(job)
         time.sleep(2)
-    raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
+    if running:
+        raise SystemExit(f"jobs {running} did not finish within {timeout:.0f}s")
 
 
 def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str) -> None:
@@ -140,6 +150,9 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=240, help="the job's run.max_seconds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--ablate", default=None, help="'all' or a comma list of " + ",".join(ABLATIONS))
+    p.add_argument("--envs", default=None, help="comma list of env ids: every config runs on each")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="jobs side by side, each with 1/N of the GPU (set actors.num_actors to fit the CPUs)")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -148,21 +161,35 @@ def main() -> int:
     local.up(num_cpus=os.cpu_count())
     records, curves = [], []
     path = result_path("humanoid", args.out, quick=False)
-    runs = [(c, v, o) for c in args.config or ["configs/humanoid.yaml"] for v, o in variants(args.ablate)]
-    for config, variant, overrides in runs:
-        for seed in [int(x) for x in args.seeds.split(",")]:
-            sets = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
-            rec = {"variant": variant, **run_one(config, seed, args, info, sets)}
+    envs = args.envs.split(",") if args.envs else [None]
+    runs = [(c, v, {**o, **({"env.id": e} if e else {})}, int(seed)) for e in envs
+            for c in args.config or ["configs/humanoid.yaml"]
+            for v, o in variants(args.ablate) for seed in args.seeds.split(",")]
+    share = [] if args.parallel <= 1 else [f"learner.num_gpus={1 / args.parallel:.4f}"]
+    for i in range(0, len(runs), max(1, args.parallel)):
+        batch = runs[i:i + max(1, args.parallel)]
+        # a batch of jobs side by side: submitted together, each with 1/parallel of the GPU
+        # and the CPUs its config asks for; the cluster must hold them all at once
+        started = [(config, variant, seed, *submit_one(config, seed, args, [*share, *(
+            f"{k}={json.dumps(v)}" for k, v in overrides.items())]))
+                   for config, variant, overrides, seed in batch]
+        follow_jobs([job for *_, job, _t, _cfg, _cold in started], args.seconds + 300)
+        for config, variant, seed, job, t_submit, cfg, cold in started:
+            rec = {"variant": variant, "parallel": args.parallel,
+                   **record_of(config, seed, info, job, t_submit, cfg, cold, args.runs_dir)}
             records.append(rec)
             name = Path(config).stem + ("" if variant == "full" else f" {variant}")
-            curves.append((f"{name} s{seed}", rec["evaluations"]))
+            curves.append((rec["env"], f"{name} s{seed}", rec["evaluations"]))
             save(records, path)  # what ran survives a later run's failure
-            plot(curves, path.with_suffix(".png"), f"Herd, {rec['env']}, {info['machine']}")
-    console.print(f"wrote {path} and {path.with_suffix('.png')}")
+            for env in {e for e, *_ in curves}:  # one plot per env
+                png = path.with_suffix(".png") if len(envs) == 1 else path.with_name(f"{path.stem}-{env}.png")
+                plot([(label, ev) for e, label, ev in curves if e == env], png, f"Herd, {env}, {info['machine']}")
+    console.print(f"wrote {path} and its plot(s)")
     return 0
 
 
-def run_one(config: str, seed: int, args, info: dict, sets: list[str] = ()) -> dict:
+def submit_one(config: str, seed: int, args, sets: list[str] = ()) -> tuple[str, float, dict, bool]:
+    """(job, unix time of submit, resolved config dict, cold) of one submitted run."""
     cold = compile_cache_empty()
     cfg = apply_overrides(yaml.safe_load((ROOT / config).read_text()),
                           [f"run.max_seconds={args.seconds}", f"learner.seed={seed}", f"actors.seed={seed}",
@@ -173,10 +200,16 @@ def run_one(config: str, seed: int, args, info: dict, sets: list[str] = ()) -> d
     cfg_path = Path(name)
     cfg_path.write_text(yaml.safe_dump(cfg))
     try:
-        job, t_submit = run_job(cfg_path, Path(args.runs_dir).resolve(), args.seconds + 300)
+        job, t_submit = submit(cfg_path, Path(args.runs_dir).resolve())
     finally:
         cfg_path.unlink(missing_ok=True)  # the job holds its own copy (runs/<job>/config.yaml)
-    summary = json.loads((Path(args.runs_dir) / job / "summary.json").read_text())
+    return job, t_submit, cfg, cold
+
+
+def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg: dict, cold: bool,
+              runs_dir: str) -> dict:
+    """One run's flat record, from its runs/<job>/summary.json."""
+    summary = json.loads((Path(runs_dir) / job / "summary.json").read_text())
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
               "env_steps": e["env_steps"], "updates": e["updates"]} for e in summary["evaluations"]]
     hit5, hit65, hit10 = (first_reaching(evals, t) for t in (5000, 6500, 10000))
