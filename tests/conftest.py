@@ -115,5 +115,7 @@ def ray_cluster(tmp_path_factory):
     os.environ["HERD_DASHBOARD_URL"] = url
     yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": url, "temp_dir": str(temp_dir),
            "metrics": f"http://127.0.0.1:{metrics}/metrics", "marker": marker}
-    # this cluster's processes only (`ray stop` would stop every Ray cluster on the machine)
-    stop_processes_marked(marker)
+    # this cluster's processes only (`ray stop` would stop every Ray cluster on the machine).
+    # A short grace: on SIGTERM the GCS, raylet and autoscaler monitor outlive the default 15 s
+    # before the SIGKILL, and nothing of a test cluster needs a graceful end
+    stop_processes_marked(marker, timeout=2)
