@@ -133,7 +133,7 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str) -> None:
     axes[1].set_xlabel("env steps")
     for ax in axes:
         if "Humanoid" in title:  # the thresholds
-            for y in (5000, 6500):
+            for y in (5000, 6500, 10000):
                 ax.axhline(y, color="grey", ls="--", lw=0.8)
         ax.set_ylabel("deterministic eval return")
         ax.grid(alpha=0.3)

@@ -1,6 +1,7 @@
 """Herd's Humanoid curves (every humanoid*-<machine>.json) and RLlib's on one plot.
 
     python bench/plot_results.py [--machine nvidia-h200]
+    python bench/plot_results.py --family   # the learner family's seeds beside plain SAC's run
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ def label(record: dict) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--machine", default="nvidia-h200")
+    p.add_argument("--family", action="store_true",
+                   help="humanoid-family-s*-<machine>.json beside plain SAC's humanoid-<machine>.json")
     args = p.parse_args()
+    if args.family:
+        return plot_family(args.machine)
     curves = []
     for path in sorted(RESULTS.glob(f"humanoid*-{args.machine}.json"), reverse=True):
         record = json.loads(path.read_text())[0]
@@ -44,6 +49,25 @@ def main() -> int:
         title += " vs RLlib SAC"
     out = RESULTS / f"humanoid-vs-rllib-{args.machine}.png"
     plot(curves, out, title)
+    print(f"wrote {out}")
+    return 0
+
+
+def plot_family(machine: str) -> int:
+    """Every seed of the learner family (configs/humanoid.yaml) and the plain-SAC run, one plot."""
+    curves = []
+    for path in sorted(RESULTS.glob(f"humanoid-family-s*-{machine}.json")):
+        for record in json.loads(path.read_text()):
+            curves.append((f"family, seed {record['seed']}", record["evaluations"]))
+    plain = RESULTS / f"humanoid-{machine}.json"
+    if plain.exists():
+        curves.append(("plain SAC (configs/humanoid-plain.yaml settings, cold)",
+                       json.loads(plain.read_text())[0]["evaluations"]))
+    if not curves:
+        print(f"no humanoid-family-s*-{machine}.json in {RESULTS}: nothing to plot")
+        return 1
+    out = RESULTS / f"humanoid-family-vs-plain-{machine}.png"
+    plot(curves, out, f"Humanoid-v5 on {machine}: the learner family vs plain SAC")
     print(f"wrote {out}")
     return 0
 

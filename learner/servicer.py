@@ -235,7 +235,8 @@ class LearnerServicer(WeightStreams):
                 return None
         self.transitions += batch.count
         self.nbytes += sum(a.nbytes for a in arrays.values())  # rows' bytes, without ByteSize
-        self.lags.append(newest - version)
+        if version:  # version 0: random actions, no policy (the actor counts them so too)
+            self.lags.append(newest - version)
         total = self.received.get(batch.actor_id, 0) + batch.count
         self.received[batch.actor_id] = total
         return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total)

@@ -65,6 +65,21 @@ def test_future_policy_version_is_clamped_not_a_negative_lag(learner, channel, s
     s.close()
 
 
+def test_random_action_batches_are_not_policy_lag(learner, channel, spec):
+    """policy_version 0 means no policy chose the actions (warm-up): counting it as lag made a
+    random-action job's lag grow with every publish (bench/scale.py, 1,441 versions at 150 actors)."""
+    s = Stream(channel)
+    sid = session(channel, spec, actor="random")
+    before = learner.status_dict()
+    for seq in range(1, 4):
+        ack = s.send(batch(sid, seq, version=0, actor="random"))
+        assert ack.code == 0 and ack.accepted == 8, ack.message
+    after = learner.status_dict()
+    assert after["received"] == before["received"] + 24
+    assert after["mean_policy_lag"] == before["mean_policy_lag"]
+    s.close()
+
+
 @pytest.mark.parametrize("value, code", [(1e5, OOR), (-7e4, OOR), (6e4, 0)])
 def test_observations_beyond_a_float16_ring(learner, channel, spec, value, code):
     s = Stream(channel)
