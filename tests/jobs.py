@@ -77,15 +77,34 @@ def submit(cfg: dict, tmp_dir: Path, *extra: str) -> str:
 def interrupted(args: tuple, ready: str | None, wait_s: float = 2) -> subprocess.CompletedProcess:
     """Run `herd ARGS`, press Ctrl-C `wait_s` after its stdout showed `ready` (None: after
     `wait_s` alone; a rich Live view draws nothing on a pipe); the finished process."""
-    proc = subprocess.Popen([sys.executable, "-m", "herd", *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
-    seen = ""
-    while ready is not None and ready not in seen:
-        line = proc.stdout.readline()
-        assert line, f"herd {' '.join(args)} ended before printing {ready!r}: {proc.stderr.read()}"
-        seen += line
-    time.sleep(wait_s)
-    assert proc.poll() is None, f"herd {' '.join(args)} ended by itself: {proc.stderr.read()}"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, seen + out, err)
+    return Interruptible(args, ready).interrupt(wait_s)
+
+
+class Interruptible:
+    """`interrupted` in two halves, for a test that goes on while `herd ARGS` runs: started
+    (and its stdout read up to `ready`) here, Ctrl-C pressed by `interrupt(min_s)`, no sooner
+    than `min_s` after `ready` (None: after its start)."""
+
+    def __init__(self, args: tuple, ready: str | None):
+        self.args = args
+        self.proc = subprocess.Popen([sys.executable, "-m", "herd", *args], cwd=ROOT, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+        self.seen = ""
+        while ready is not None and ready not in self.seen:
+            line = self.proc.stdout.readline()
+            assert line, f"herd {' '.join(args)} ended before printing {ready!r}: {self.proc.stderr.read()}"
+            self.seen += line
+        self.ready_at = time.monotonic()
+
+    def interrupt(self, min_s: float = 0) -> subprocess.CompletedProcess:
+        time.sleep(max(0.0, self.ready_at + min_s - time.monotonic()))
+        assert self.proc.poll() is None, f"herd {' '.join(self.args)} ended by itself: {self.proc.stderr.read()}"
+        self.proc.send_signal(signal.SIGINT)
+        out, err = self.proc.communicate(timeout=60)
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, self.seen + out, err)
+
+    def kill(self) -> None:
+        """For a test that failed meanwhile."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
