@@ -1,5 +1,6 @@
 """bench/actors.py --quick end to end on the CPU: a real learner, Ray actors, the ceiling
-processes, one variant; the JSON rows carry what the README's actors table is read from."""
+processes, the base set-up and one variant (1 s windows after 0.5 s warm-ups: the rows' plumbing,
+not their figures); the JSON rows carry what the README's actors table is read from."""
 
 import json
 import math
@@ -18,7 +19,7 @@ def test_actors_quick_writes_rows_and_plot():
     for stale in (out, out.with_suffix(".png")):
         stale.unlink(missing_ok=True)
     proc = subprocess.run([sys.executable, "bench/actors.py", "--quick", "--counts", "1", "--threaded", "",
-                           "--variants", "base,envs=4", "--envs", "2", "--seconds", "2"],
+                           "--variants", "base,envs=4", "--envs", "2", "--seconds", "1", "--warmup", "0.5"],
                           cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(out.read_text())
