@@ -197,7 +197,7 @@ def get(url: str, **kw):
         return json.loads(r.read())
 
 
-def until(pred, timeout: float, what: str, poll: float = 2.0):
+def until(pred, timeout: float, what: str, poll: float = 1.0):
     import time
 
     deadline = time.monotonic() + timeout
@@ -213,15 +213,16 @@ def until(pred, timeout: float, what: str, poll: float = 2.0):
 
 
 def chromium_dom(url: str, png: Path, budget_ms: int = 15000) -> str:
-    """The page as Chromium renders it headless (scripts run for `budget_ms` of virtual time)."""
+    """The page as Chromium renders it headless (scripts run for `budget_ms` of virtual time),
+    its screenshot in `png`: one launch does both."""
     chrome = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chrome:
         pytest.fail("no chromium (.ci/docker-up installs Debian's)")
     flags = [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--window-size=1280,800", f"--virtual-time-budget={budget_ms}", f"--user-data-dir={png.parent / 'chrome'}"]
-    sh(*flags, f"--screenshot={png}", url, timeout=120)
+    dom = sh(*flags, f"--screenshot={png}", "--dump-dom", url, timeout=120).stdout
     assert png.stat().st_size > 10_000, f"Chromium's screenshot of {url} is blank"
-    return sh(*flags, "--dump-dom", url, timeout=120).stdout
+    return dom
 
 
 @pytest.mark.cluster
@@ -269,7 +270,8 @@ def test_compose_cluster(tmp_path):
         def placement():
             return json.loads(sh(*head, "python", "-c", PLACEMENT, env=env, timeout=60).stdout)
 
-        until(lambda: len(placement()["hosts"]) == 3, 120, "the head and 2 workers in Ray")
+        # (each placement() is a `docker compose exec` of a Ray driver: seconds of CPU)
+        until(lambda: len(placement()["hosts"]) == 3, 120, "the head and 2 workers in Ray", poll=2)
         out = sh(*head, "herd", "submit", "/app/runs/compose.yaml", "--runs-dir", "/app/runs",
                  "--actor-resources", '{"herd_worker": 1}', env=env, timeout=180).stdout
         job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
@@ -282,7 +284,7 @@ def test_compose_cluster(tmp_path):
             learner = [h for a, h in p["actors"].items() if a.startswith("Learner:")]
             return p if len(envs) == 2 and len(set(envs)) == 2 and "ray-head" not in envs and learner == ["ray-head"] else None
 
-        where = until(spread, 180, "2 env actors on the 2 workers and the learner on the head")
+        where = until(spread, 180, "2 env actors on the 2 workers and the learner on the head", poll=2)
         prom = f"http://127.0.0.1:{ports['PROMETHEUS_PORT']}"
 
         def query(expr: str) -> list:
@@ -304,7 +306,7 @@ def test_compose_cluster(tmp_path):
                      if not any(query(t["expr"].replace("$job", job)) for t in p["targets"])]
             return not empty or print("panels without data yet:", empty)
 
-        until(panels_with_data, 120, "every Herd dashboard panel's query to return data", poll=5)
+        until(panels_with_data, 120, "every Herd dashboard panel's query to return data")
 
         # ---- a real browser: Prometheus' graph of the job's env steps/s ----
         png = tmp_path / "prometheus.png"
