@@ -436,6 +436,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     except Exception as e:  # noqa: BLE001 -- they die with the controller in any case
         relays = {"error": one_line(e)}
     final_learner = watch.call("stop")  # inserts everything staged before it returns
+    timeline.observe_graph(final_learner)  # a graph swapped in after the last poll
     try:
         watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
         keep_history(Path(ckpt_dir), cfg.run.keep_checkpoints)
@@ -489,7 +490,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
-        "startup": timeline.seconds(capture_s=final_learner.get("capture_s")),
+        "startup": timeline.seconds(**{k: final_learner.get(k) for k in (
+            "capture_s", "graph_swap_s", "eager_updates", "graph_error")}),
         # the resolved config, seeds, package versions and git commits (herd.tracking)
         "provenance": record,
     }

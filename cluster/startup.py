@@ -11,8 +11,10 @@ process began), keys `<phase>_s` in summary.json's "startup":
     learner_listening  the learner's gRPC server answers
     actors_ready     every env actor answered
     first_rows       the replay ring took its first rows
-    first_update     the first SAC update was made
-    first_compiled_update  the first update of the compiled/captured graph (CUDA; null elsewhere)
+    first_update     the first SAC update was made (eager on CUDA while the graph compiles)
+    first_compiled_update  the first update of the compiled/captured graph, at the time the
+                     learner reports (first_compiled_unix, its clock); null on the CPU and
+                     when the learner gave the graph up (its graph_error says why)
     first_eval       the first periodic evaluation came back
 
 Until the first update the driver polls the learner and the actors every quarter second (its
@@ -71,9 +73,9 @@ class Timeline:
     def mark(self, name: str, at: float | None = None) -> None:
         if name not in self.marks:
             self.marks[name] = time.time() if at is None else at
-            if name == "first_update":
-                print(f"[herd] first update {self.marks[name] - self.zero:.1f} s after "
-                      f"{self.since()}", flush=True)
+            if name in ("first_update", "first_compiled_update"):
+                print(f"[herd] {name.replace('_', ' ')} {self.marks[name] - self.zero:.1f} s "
+                      f"after {self.since()}", flush=True)
 
     def observe(self, st: dict) -> None:
         """A status (the controller's, or the start-up poll's: learner and actors)."""
@@ -82,10 +84,20 @@ class Timeline:
             self.mark("actors_ready")
         if ls.get("inserted"):
             self.mark("first_rows")
-        if ls.get("updates"):
-            self.mark("first_update")
-            if self.compiled and str(ls.get("device", "")).startswith("cuda"):
-                self.mark("first_compiled_update", self.marks["first_update"])
+        if ls.get("updates"):  # not after the compiled one, which may be this very update
+            now = time.time()
+            self.mark("first_update", min(now, ls.get("first_compiled_unix") or now))
+        self.observe_graph(ls)
+
+    def observe_graph(self, ls: dict) -> None:
+        """first_compiled_update at the learner's own time of it (first_compiled_unix), so a
+        late poll is fine: the driver also hands over the learner's final status."""
+        if ls.get("first_compiled_unix"):
+            self.mark("first_compiled_update", ls["first_compiled_unix"])
+        elif ("first_compiled_unix" not in ls and "first_update" in self.marks and self.compiled
+              and str(ls.get("device", "")).startswith("cuda")):
+            # a status without the field (a learner from before it): compiled from the start
+            self.mark("first_compiled_update", self.marks["first_update"])
 
     def watch(self, learner, controller, every_s: float = 0.25) -> None:
         """Poll the learner (and, until all answered, the actors) on a thread of its own until
@@ -113,7 +125,8 @@ class Timeline:
         return "herd submit" if os.environ.get(SUBMIT_ENV) else "driver start"
 
     def seconds(self, **extra) -> dict:
-        """Every phase (null: not reached, or not on this learner), then `extra` (capture_s)."""
+        """Every phase (null: not reached, or not on this learner), then `extra` (capture_s,
+        graph_swap_s, eager_updates, graph_error: learner/graphed.py graph_stats)."""
         out = {f"{k}_s": (round(self.marks[k] - self.zero, 2) if k in self.marks else None)
                for k in PHASES}
         out["since"], out["zero_unix"] = self.since(), self.zero

@@ -1,20 +1,44 @@
 """The training loop's update callable: k SAC updates captured as one CUDA graph.
 
-On CUDA (cuda_graph on) `prepare()` (or else the first call) warms the update up on a side
-stream, rolls the model back to where it was, and captures `updates_per_call` updates as a single CUDA graph; every
+On CUDA (cuda_graph on) `capture()` warms the update up on a side stream, rolls the model
+back to where it was, and captures `updates_per_call` updates as a single CUDA graph; every
 later call is one `graph.replay()`: no Python, no autograd and no launch overhead per kernel.
 Everything the graph reads lives at fixed addresses (the ring, its size_t, parameters,
 optimizer state); the batch is sampled inside the graph. Elsewhere it is a plain loop.
+
+When the capture happens:
+- `prepare()`: now, on the calling thread (herd precompile, benchmarks); without either
+  prepare call, the first call captures.
+- `prepare_in_background()` (the learner's training thread): calls run the plain `*_eager`
+  pieces while a thread of its own compiles a throwaway twin of the SAC (same config and
+  shapes, fresh weights) and runs its warm-up against the live ring, read only, on a side
+  stream, which fills inductor's and triton's caches (this process's and the disk's). The
+  first call after that finished compiles the live SAC from those caches and captures as
+  `capture()` does; replays from then on. Why: on the H200 a cold Humanoid job's learner
+  listened at 32.6 s after submit but made its first update at 75 s, all of it compile and
+  capture (42 s cold, ~4 s with a warm inductor cache) before the loop's first insert.
+  If the preparation or the swap's capture fails, one line is logged and calls stay eager
+  (never the learner's death: eager updates are slower, not wrong).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
+import numpy as np
 import torch
 
+from herd.learner.flat_adam import adam_flat_
 from herd.learner.replay import ReplayBuffer
 from herd.learner.sac import SAC
+
+log = logging.getLogger("herd.learner")
+
+COMPILING = threading.Lock()
+"""Held while torch.compile may trace: it is not safe on two threads at once (two learners in
+one process, as in the tests). A learner's own swap never waits on it: its preparation is done."""
 
 
 def configure_backends(device: torch.device, tf32: bool) -> None:
@@ -60,15 +84,25 @@ class GraphedUpdate:
         cuda = sac.device.type == "cuda"
         self.use_graph = cuda and (sac.cfg.cuda_graph if cuda_graph is None else cuda_graph)
         self.warmup = warmup
-        if compile_mode is not None:
-            sac.compile(compile_mode)
+        self.compile_mode = compile_mode
+        self.compiled = False  # the live SAC runs the torch.compile wrappers
+        if compile_mode is not None and not self.use_graph:
+            self._compile()  # compiled without a graph: at the first call, on the caller's thread
         self.graph: torch.cuda.CUDAGraph | None = None
         self.out: torch.Tensor | None = None
-        self.capture_s = 0.0
         self._events: list[torch.cuda.Event] = []
         if self.use_graph and in_flight > 0:
             self._events = [torch.cuda.Event(blocking=True) for _ in range(in_flight)]
         self.calls = 0
+        self.prep: GraphPrep | None = None  # a background preparation not yet taken up
+        self._rng: RngFloor | None = None  # around eager updates while `prep` runs
+        # what the status reports (graph_stats)
+        self.prepare_s = 0.0  # the background preparation's wall time (0: there was none)
+        self.swap_s = 0.0  # the calling thread's stop for compile + warm-up + capture
+        self.capture_s = 0.0  # both: what the graph cost, wherever it ran
+        self.eager_updates = 0  # updates run eagerly while the graph was being prepared
+        self.first_compiled_unix: float | None = None  # the first compiled/captured call
+        self.error: str | None = None  # why the graph was given up (calls stay eager)
 
     def _run(self) -> torch.Tensor:
         out = None
@@ -77,10 +111,14 @@ class GraphedUpdate:
         return out
 
     def __call__(self) -> torch.Tensor:
-        if not self.use_graph:
-            return self._run()
-        if self.graph is None:
-            self.capture()
+        if self.use_graph and self.graph is None:
+            self._capture_when_ready()
+        out = self._replay() if self.graph is not None else self._eager()
+        if self.first_compiled_unix is None and (self.graph is not None or self.compiled):
+            self.first_compiled_unix = time.time()
+        return out
+
+    def _replay(self) -> torch.Tensor:
         if self._events:  # sleeps (GIL released) until the replay n calls back is done
             done = self._events[self.calls % len(self._events)]
             done.synchronize()
@@ -91,38 +129,221 @@ class GraphedUpdate:
         self.calls += 1
         return self.out
 
+    def _eager(self) -> torch.Tensor:
+        if self.prep is None:
+            return self._run()
+        self.eager_updates += self.k  # the graph is still being prepared
+        with self._rng:
+            return self._run()
+
+    def _capture_when_ready(self) -> None:
+        """Capture now, unless a background preparation is still running (or failed)."""
+        prep = self.prep
+        if prep is None:
+            self.capture()  # nothing prepared in the background: this call captures (as ever)
+            return
+        if not prep.done.is_set():
+            return
+        self.prep, self.prepare_s = None, prep.seconds
+        if prep.error is not None:
+            self._give_up("preparation", prep.error)
+            return
+        try:
+            self.capture()
+        except Exception as e:  # capture() put the live tensors back; go on eagerly
+            log.debug("CUDA graph capture failed", exc_info=True)
+            self._uncompile()
+            self._give_up("capture", one_line(e))
+
+    def _give_up(self, what: str, error: str) -> None:
+        self.use_graph, self.error = False, f"{what}: {error}"
+        log.error("herd learner: the CUDA graph's %s failed (%s); training goes on with eager "
+                  "updates, slower, without the graph", what, error)
+
     def prepare(self) -> None:
-        """Compile and capture now rather than at the first update: the learner calls this as
-        its training thread starts, so the cost overlaps the actors' start-up. An empty ring is
-        fine (index 0 is sampled; warm-up is rolled back and the graph reads size_t on replay)."""
+        """Compile and capture now, on this thread (herd precompile, bench/learner.py). An empty
+        ring is fine (index 0 is sampled; warm-up is rolled back and the graph reads size_t on
+        replay)."""
         if self.use_graph and self.graph is None:
             self.capture()
 
+    def prepare_in_background(self) -> None:
+        """Start the graph's cold work (compile, first kernels) on a thread of its own; calls
+        run eagerly until it is done, then the next one captures. Nothing to do on the CPU or
+        with the graph off."""
+        if not self.use_graph or self.graph is not None or self.prep is not None:
+            return
+        self._rng = RngFloor(self.sac.device)
+        self.prep = GraphPrep(twin_of(self.sac), self.buffer, self.k, self.compile_mode, self.warmup)
+
     def capture(self) -> None:
-        """Warm up (compile, lazy optimizer state, cuBLAS handles), roll back, capture."""
+        """Compile the live SAC (if asked), warm up on a side stream (compile, lazy optimizer
+        state, cuBLAS handles), roll back, capture. Fails with the live tensors as they were."""
         t0 = time.perf_counter()
-        before = {id(t): t.detach().clone() for t in self.sac.state_tensors()}
-        side = torch.cuda.Stream(self.sac.device)
-        side.wait_stream(torch.cuda.current_stream(self.sac.device))
+        with COMPILING:
+            self._compile()
+            before = snapshot(self.sac)
+            try:
+                self._warm_up()
+                rollback(self.sac, before)
+                self.graph, self.out = self._record()
+            except BaseException:
+                rollback(self.sac, before)
+                raise
+        self.swap_s = time.perf_counter() - t0
+        self.capture_s = self.prepare_s + self.swap_s
+
+    def _compile(self) -> None:
+        if self.compile_mode is not None and not self.compiled:
+            self.sac.compile(self.compile_mode)
+            self.compiled = True
+
+    def _uncompile(self) -> None:
+        """Undo SAC.compile: every piece back to its `*_eager` function, both Adams eager."""
+        sac = self.sac
+        for name in list(vars(sac)):
+            if hasattr(type(sac), name + "_eager"):
+                setattr(sac, name, getattr(sac, name + "_eager"))
+        for opt in (sac.critic_opt, sac.actor_opt):
+            opt._fn = adam_flat_
+        self.compiled = False
+
+    def _warm_up(self) -> None:
+        dev = self.sac.device
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
             for _ in range(self.warmup):
                 self._run()
-        torch.cuda.current_stream(self.sac.device).wait_stream(side)
-        rollback(self.sac, before)
+        torch.cuda.current_stream(dev).wait_stream(side)
+
+    def _record(self) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
         graph = torch.cuda.CUDAGraph()
         # thread_local: gRPC threads may touch CUDA (pinned memory) while we capture.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            self.out = self._run()
-        self.graph = graph
+            out = self._run()
         torch.cuda.synchronize(self.sac.device)
-        self.capture_s = time.perf_counter() - t0
+        return graph, out
 
     def warm_rollback_check(self) -> None:
         """Eager twin of capture()'s warm-up + rollback (lets the CPU suite test it)."""
-        before = {id(t): t.detach().clone() for t in self.sac.state_tensors()}
+        before = snapshot(self.sac)
         for _ in range(self.warmup):
             self._run()
         rollback(self.sac, before)
+
+
+def graph_stats(step: GraphedUpdate | None) -> dict:
+    """The learner status's fields about the graph (`step` None: the update is not built yet).
+
+    capture_s: seconds of compile + warm-up + capture, wherever they ran: the background
+      preparation (the cold compile) plus the swap on the training thread (the live compile,
+      from the caches, and the capture); without a background preparation, all of it stopped
+      the training thread, as before. 0 until the graph is live (and on the CPU).
+    graph_swap_s: of it, the seconds the training thread stopped for.
+    eager_updates: updates run eagerly while the graph was being prepared.
+    first_compiled_unix: time.time() of the first compiled/captured call; None until then, on
+      the CPU and after a fallback (the start-up timeline's first_compiled_update).
+    graph_error: why the learner gave the graph up and trains eagerly; None when it did not.
+    """
+    if step is None:
+        return {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
+                "first_compiled_unix": None, "graph_error": None}
+    return {"capture_s": step.capture_s, "graph_swap_s": step.swap_s,
+            "eager_updates": step.eager_updates, "first_compiled_unix": step.first_compiled_unix,
+            "graph_error": step.error}
+
+
+class GraphPrep:
+    """warm_twin(twin, ...) on a thread of its own; `done` is set when it returned or failed."""
+
+    def __init__(self, twin: SAC, buffer: ReplayBuffer, k: int, compile_mode: str | None,
+                 warmup: int):
+        self.done = threading.Event()
+        self.error: str | None = None  # one line
+        self.seconds = 0.0
+        self._work = (twin, buffer, k, compile_mode, warmup)
+        threading.Thread(target=self._run, name="herd-graph-prep", daemon=True).start()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            with COMPILING:
+                warm_twin(*self._work)
+        except Exception as e:  # the training thread reports it and stays eager
+            log.debug("CUDA graph preparation failed", exc_info=True)
+            self.error = one_line(e)
+        finally:
+            self._work = None  # the twin is let go before the training thread may capture
+            self.seconds = time.perf_counter() - t0
+            self.done.set()
+
+
+def twin_of(sac: SAC) -> SAC:
+    """A SAC of `sac`'s config and shapes with fresh weights, on its device. Its construction
+    seeds torch's global RNG (SAC.__init__): the caller's RNG state is put back after."""
+    low = (sac.actor.bias - sac.actor.scale).cpu().numpy()  # constants, never trained
+    high = (sac.actor.bias + sac.actor.scale).cpu().numpy()
+    cuda = sac.device.type == "cuda"
+    with torch.random.fork_rng(devices=[sac.device] if cuda else []):
+        twin = SAC(sac.cfg, sac.obs_dim, sac.actor.action_dim, np.asarray(low), np.asarray(high),
+                   sac.device)
+    if cuda:  # its initial weights are written before another thread's stream reads them
+        torch.cuda.synchronize(sac.device)
+    return twin
+
+
+def warm_twin(twin: SAC, buffer: ReplayBuffer, k: int, compile_mode: str | None,
+              warmup: int) -> None:
+    """Compile `twin` and run `warmup` calls of `k` updates on a side stream: inductor and
+    triton keep what they build, and the live SAC's compile hits it. The ring is only read
+    (sample + gather; rows the ingest stream writes meanwhile may be read torn: the twin's
+    results are thrown away)."""
+    if compile_mode is not None:
+        twin.compile(compile_mode)
+    side = torch.cuda.Stream(twin.device) if twin.device.type == "cuda" else None
+    with torch.cuda.stream(side):  # None: the CPU, no stream
+        for _ in range(warmup * k):
+            twin.update(buffer)
+    if side is not None:
+        side.synchronize()  # errors surface here, on this thread
+
+
+class RngFloor:
+    """Around the eager updates that run while another thread compiles: each starts at least
+    where the previous one left the CUDA generator's Philox offset.
+
+    torch.compile saves the RNG state before it traces and sets it back after
+    (torch._dynamo preserve_global_state, inductor preserve_rng_state). On another thread that
+    rewinds the offset under the eager updates running meanwhile, which would then draw the
+    same batch positions and policy noise again, once per compiled frame. A no-op on the CPU.
+    """
+
+    def __init__(self, device: torch.device):
+        device = torch.device(device)
+        self.gen = None
+        if device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            self.gen = torch.cuda.default_generators[index]
+            self.floor = self.gen.get_offset()
+
+    def __enter__(self) -> None:
+        if self.gen is not None and self.gen.get_offset() < self.floor:
+            self.gen.set_offset(self.floor)
+
+    def __exit__(self, *exc) -> None:
+        if self.gen is not None:
+            self.floor = max(self.floor, self.gen.get_offset())
+
+
+def one_line(e: BaseException) -> str:
+    first = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {first[0]}" if first else type(e).__name__
+
+
+def snapshot(sac: SAC) -> dict[int, torch.Tensor]:
+    """Copies of every tensor an update mutates, for `rollback`."""
+    return {id(t): t.detach().clone() for t in sac.state_tensors()}
 
 
 @torch.no_grad()

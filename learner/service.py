@@ -173,7 +173,9 @@ class Learner:
             "device": str(self.device),
             "losses": dict(zip(LOSS_NAMES, self.trainer.losses.tolist())),
             # beyond proto LearnerStatus: for the driver's fault accounting and the soak
-            "capture_s": self.trainer.capture_s,  # compile + graph capture at start-up
+            # capture_s, graph_swap_s, eager_updates, first_compiled_unix, graph_error: what the
+            # graph cost and when it took over from eager updates (learner/graphed.py graph_stats)
+            **self.trainer.graph_stats(),
             "pid": os.getpid(),
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,

@@ -47,14 +47,15 @@ class Trainer:
         self.publisher.publish(weights)
         return weights
 
-    @property
-    def capture_s(self) -> float:
-        """Compile + graph capture at start-up (0 until the update exists: ingest may ask for a
-        status before the training thread starts)."""
-        return self.step.capture_s if self.step is not None else 0.0
+    def graph_stats(self) -> dict:
+        """The status's fields about the update's graph (learner/graphed.py graph_stats); ingest
+        may ask for a status before the training thread starts."""
+        from herd.learner.graphed import graph_stats
+
+        return graph_stats(self.step)
 
     def start(self) -> None:
-        """Build the update callable (captured on the training thread as it starts) and run."""
+        """Build the update callable (its graph prepared as the training thread starts) and run."""
         from herd.learner.graphed import make_update
 
         self.step = make_update(self.sac, self.table.ring)
@@ -74,8 +75,9 @@ class Trainer:
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, ring.inserted)
         try:
-            with self.model_lock:
-                self.step.prepare()  # compile + capture while the actors start up
+            # CUDA: the graph compiles on a thread of its own (a twin SAC) while inserts and
+            # eager updates run; a later call swaps it in (learner/graphed.py)
+            self.step.prepare_in_background()
             while not self._stop.is_set():
                 may_insert, may_update = self.table.limits(self.updates)
                 if may_insert:

@@ -1,0 +1,326 @@
+"""Eager updates while the CUDA graph is prepared in the background, then the swap to it.
+
+CPU: the swap logic, with the graph faked (the CPU has none): GraphedUpdate's `_warm_up` runs
+the warm-up eagerly and `_record` hands back a FakeGraph whose replay runs the k eager updates,
+so Adam's step count counts every update made. The background work (warm_twin) is held on an
+Event or made to fail. The real warm_twin runs on the CPU too: it leaves the live SAC and the
+ring as they were.
+GPU (skipif no CUDA): the graph prepared in the background, swapped in after eager updates,
+gives the losses and parameters of a learner that ran the same eager updates and then captured
+synchronously (same seeds), with and without torch.compile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+import torch
+
+from herd.learner import graphed
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphedUpdate, graph_stats, make_update, twin_of
+from herd.learner.publisher import WeightPublisher
+from herd.learner.replay import ReplayBuffer
+from herd.learner.replay_table import RateLimiter, ReplayTable
+from herd.learner.sac import SAC
+from herd.learner.trainer import Trainer
+from tests.learner.rows import random_rows
+
+OBS, ACT = 11, 4
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def make(device: str = "cpu", **cfg) -> tuple[SAC, ReplayBuffer]:
+    cfg = LearnerConfig(**{"device": device, "batch_size": 32, "hidden_sizes": (32, 32),
+                           "buffer_capacity": 2000, "seed": 3, **cfg})
+    dev = torch.device(device)
+    sac = SAC(cfg, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
+    buf = ReplayBuffer(2000, (OBS,), ACT, dev)
+    buf.extend(random_rows(1500, OBS, ACT, bound=1.0, p_term=0.1, seed=0))
+    return sac, buf
+
+
+class FakeGraph:
+    """A 'replay' runs the k eager updates (k real steps per replay, as a graph's replay is)."""
+
+    def __init__(self, step: GraphedUpdate):
+        self.step, self.replays = step, 0
+
+    def replay(self) -> None:
+        self.replays += 1
+        self.step.out = self.step._run()
+
+
+def graphable(sac: SAC, buf: ReplayBuffer, k: int) -> GraphedUpdate:
+    """A GraphedUpdate on the graph path on the CPU; `step.captures` counts the captures."""
+    step = GraphedUpdate(sac, buf, k, in_flight=0)
+    step.use_graph = True
+    step.captures = 0
+
+    def warm_up() -> None:
+        for _ in range(step.warmup):
+            step._run()
+
+    def record():
+        step.captures += 1
+        return FakeGraph(step), None
+
+    step._warm_up, step._record = warm_up, record
+    return step
+
+
+def adam_steps(sac: SAC) -> int:
+    """Updates made on `sac` (its Adam steps once per update; warm-up is rolled back)."""
+    assert int(sac.critic_opt.step_t) == int(sac.actor_opt.step_t)
+    return int(sac.critic_opt.step_t)
+
+
+def held(monkeypatch, fail: BaseException | None = None) -> tuple[threading.Event, threading.Event]:
+    """warm_twin replaced: it signals `started`, waits for `release`, then returns (or raises)."""
+    started, release = threading.Event(), threading.Event()
+
+    def warm_twin(twin, buffer, k, compile_mode, warmup):
+        started.set()
+        assert release.wait(10)
+        if fail is not None:
+            raise fail
+
+    monkeypatch.setattr(graphed, "warm_twin", warm_twin)
+    return started, release
+
+
+def test_eager_until_the_preparation_is_done_then_the_graph_at_a_call(monkeypatch) -> None:
+    started, release = held(monkeypatch)
+    sac, buf = make()
+    step = graphable(sac, buf, k=2)
+    step.prepare_in_background()
+    assert started.wait(5)
+    for _ in range(5):  # the preparation is held: every call runs eagerly
+        assert torch.isfinite(step()).all()
+    assert step.graph is None and step.captures == 0
+    assert step.eager_updates == 10 and adam_steps(sac) == 10
+    assert step.first_compiled_unix is None
+    release.set()
+    assert step.prep.done.wait(5)
+    time.sleep(0.05)
+    assert step.graph is None and step.captures == 0  # done, but the swap waits for a call
+    before = time.time()
+    step()  # this call swaps (warm-up, rollback, capture) and replays once
+    assert isinstance(step.graph, FakeGraph) and step.captures == 1 and step.graph.replays == 1
+    assert step.first_compiled_unix >= before and step.prep is None
+    for _ in range(3):
+        step()
+    assert step.captures == 1 and step.graph.replays == 4
+    assert adam_steps(sac) == 2 * 9  # 9 calls of 2 updates: none lost, none run twice
+    stats = graph_stats(step)
+    assert stats["eager_updates"] == 10 and stats["graph_error"] is None
+    assert stats["capture_s"] >= stats["graph_swap_s"] > 0  # the preparation's seconds + the swap's
+
+
+def test_a_failed_preparation_keeps_training_eager_with_one_log_line(monkeypatch, caplog) -> None:
+    _, release = held(monkeypatch, fail=RuntimeError("inductor fell over\n(a long traceback)"))
+    sac, buf = make()
+    step = graphable(sac, buf, k=2)
+    step.prepare_in_background()
+    step()
+    release.set()
+    assert step.prep.done.wait(5)
+    with caplog.at_level(logging.ERROR, logger="herd.learner"):
+        for _ in range(4):
+            step()
+    assert step.graph is None and step.captures == 0 and not step.use_graph
+    assert adam_steps(sac) == 2 * 5
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert "preparation failed" in lines[0] and "RuntimeError: inductor fell over" in lines[0]
+    assert "eager" in lines[0]
+    stats = graph_stats(step)
+    assert stats["graph_error"] == "preparation: RuntimeError: inductor fell over"
+    assert stats["first_compiled_unix"] is None and stats["eager_updates"] == 2
+
+
+def test_a_failed_swap_puts_the_live_tensors_back_and_stays_eager(monkeypatch, caplog) -> None:
+    _, release = held(monkeypatch)
+    release.set()
+    sac, buf = make()
+    step = graphable(sac, buf, k=2)
+
+    def record():  # after warm-up and rollback: as a capture error would
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    step._record = record
+    step.prepare_in_background()
+    assert step.prep.done.wait(5)
+    with caplog.at_level(logging.ERROR, logger="herd.learner"):
+        for _ in range(3):
+            step()  # the first one tries the swap, fails, and still makes its 2 updates
+    assert step.graph is None and not step.use_graph and adam_steps(sac) == 6
+    assert step.error.startswith("capture: RuntimeError: operation not permitted")
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+
+
+def test_without_a_background_preparation_the_first_call_captures(monkeypatch) -> None:
+    monkeypatch.setattr(graphed, "warm_twin", lambda *a: pytest.fail("no preparation was asked for"))
+    sac, buf = make()
+    step = graphable(sac, buf, k=3)
+    step()
+    assert step.captures == 1 and step.graph.replays == 1 and step.eager_updates == 0
+    step.prepare()  # already captured: nothing to do
+    assert step.captures == 1 and adam_steps(sac) == 3
+
+
+def test_the_cpu_has_no_graph_and_no_preparation() -> None:
+    sac, buf = make()
+    step = make_update(sac, buf)
+    step.prepare_in_background()
+    assert step.prep is None and not step.use_graph
+    step()
+    assert step.graph is None and adam_steps(sac) == 1
+    assert graph_stats(step) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
+                                 "first_compiled_unix": None, "graph_error": None}
+
+
+def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
+    sac, buf = make(obs_norm=True, reward_norm=True)
+    live = [t.clone() for t in sac.state_tensors()]
+    ring = (buf.obs_pair.clone(), buf.rest.clone(), buf.size_t.clone(), buf.size, buf.inserted)
+    rng = torch.get_rng_state()
+    twin = twin_of(sac)  # SAC() seeds torch: fork_rng puts the caller's state back
+    assert torch.equal(rng, torch.get_rng_state())
+    assert torch.equal(twin.actor.scale, sac.actor.scale) and torch.equal(twin.actor.bias, sac.actor.bias)
+    assert not any(a.data_ptr() == b.data_ptr() for a, b in zip(twin.state_tensors(), sac.state_tensors()))
+    graphed.warm_twin(twin, buf, 2, None, 3)  # the real thing, on the CPU: 6 updates of the twin
+    assert int(twin.critic_opt.step_t) == 6
+    for a, b in zip(live, sac.state_tensors()):
+        assert torch.equal(a, b)
+    assert torch.equal(ring[0], buf.obs_pair) and torch.equal(ring[1], buf.rest)
+    assert torch.equal(ring[2], buf.size_t) and (buf.size, buf.inserted) == ring[3:]
+
+
+def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monkeypatch) -> None:
+    started, release = held(monkeypatch)
+    sac, _ = make(updates_per_call=2)
+    ring = ReplayBuffer(2000, (OBS,), ACT, torch.device("cpu"))
+    blocks = [ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s)) for s in range(10)]
+
+    def take(limit: int, timeout: float) -> list:
+        out = blocks[:1]
+        del blocks[:1]
+        if not out:
+            time.sleep(timeout)
+        return out
+
+    step = graphable(sac, ring, k=2)
+    monkeypatch.setattr(graphed, "make_update", lambda sac, ring: step)
+    table = ReplayTable(ring, RateLimiter(1.0, 100, 200), chunk_rows=256)
+    trainer = Trainer(sac, table, WeightPublisher(), take, publish_every_s=0.1, num_threads=1)
+    trainer.start()
+    try:
+        assert started.wait(5)
+        # the limiter's bound: 1 update per row past 200, 100 ahead: 900 updates on 1,000 rows
+        wait_for(lambda: ring.inserted == 1000 and trainer.updates == 900)
+        assert step.graph is None and step.eager_updates == 900
+        prep = step.prep
+        release.set()
+        assert prep.done.wait(5)
+        # the swap comes with the next update, which the limiter allows once more rows are in
+        blocks.extend(ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s))
+                      for s in range(10, 15))
+        wait_for(lambda: ring.inserted == 1500 and trainer.updates == 1400)
+        assert step.graph is not None and step.graph.replays > 0
+    finally:
+        trainer.stop()
+    assert trainer.error is None and step.captures == 1
+    assert adam_steps(sac) == trainer.updates == step.eager_updates + 2 * step.graph.replays
+    assert trainer.graph_stats()["first_compiled_unix"] is not None
+
+
+class FakeGenerator:
+    """A CUDA generator's offset (the CPU's has none)."""
+
+    def __init__(self):
+        self.offset = 0
+
+    def get_offset(self) -> int:
+        return self.offset
+
+    def set_offset(self, offset: int) -> None:
+        self.offset = offset
+
+
+def test_rng_floor_undoes_a_rewind_by_another_threads_compile() -> None:
+    """torch.compile sets the RNG state back after it traced (checked on this CPU: eager draws
+    on one thread while another compiled repeated a third of their values): each eager update
+    starts at least where the last one left the offset."""
+    floor = graphed.RngFloor(torch.device("cpu"))
+    assert floor.gen is None
+    with floor:  # the CPU: nothing to do
+        pass
+    floor.gen, floor.floor = FakeGenerator(), 0
+    with floor:
+        floor.gen.offset += 40  # an update draws
+    floor.gen.offset = 8  # a compile elsewhere put back the state it saved
+    with floor:
+        assert floor.gen.offset == 40  # this update draws on from where the last one ended
+        floor.gen.offset += 40
+    with floor:  # no rewind: left alone
+        assert floor.gen.offset == 80
+
+
+def test_status_fields_before_the_update_exists() -> None:
+    assert graph_stats(None) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
+                                 "first_compiled_unix": None, "graph_error": None}
+
+
+def wait_for(cond, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+# ---- GPU: the graph prepared in the background equals the synchronous one ----
+
+def run(step, calls: int, seed: int) -> torch.Tensor:
+    torch.manual_seed(seed)
+    return torch.stack([step().clone() for _ in range(calls)])
+
+
+def params(sac: SAC) -> list[torch.Tensor]:
+    norms = [t for n in sac._norms().values() for t in n.tensors()]
+    return [*sac.actor.parameters(), *sac.critic.parameters(), *sac.target.parameters(),
+            sac.log_alpha, *sac.critic_opt.tensors(), *sac.actor_opt.tensors(), *norms]
+
+
+@cuda
+@pytest.mark.parametrize("compile_mode,k", [(None, 1), (None, 2), ("default", 2)],
+                         ids=["graph", "graph-k2", "graph+compile-k2"])
+def test_background_graph_equals_synchronous_capture_gpu(monkeypatch, compile_mode, k) -> None:
+    """Eager calls while the preparation is held, then the swap; against a learner that made
+    the same eager calls and then captured on its first graph call. Same seeds per phase."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    real_warm = graphed.warm_twin
+    release = threading.Event()
+    monkeypatch.setattr(graphed, "warm_twin", lambda *a: (release.wait(60), real_warm(*a)))
+    family = dict(obs_norm=True, reward_norm=True, batch_size=64, hidden_sizes=(64, 64))
+    a, buf = make("cuda", **family)
+    b, _ = make("cuda", **family)
+    torch.manual_seed(11)
+    bg = GraphedUpdate(a, buf, k, cuda_graph=True, compile_mode=compile_mode)
+    bg.prepare_in_background()
+    la = [run(bg, 4, seed=11)]
+    assert bg.graph is None and bg.eager_updates == 4 * k
+    release.set()
+    assert bg.prep.done.wait(300) and bg.prep.error is None, bg.prep.error
+    la.append(run(bg, 5, seed=12))
+    assert bg.graph is not None and bg.error is None and bg.first_compiled_unix is not None
+    lb = [run(GraphedUpdate(b, buf, k, cuda_graph=False), 4, seed=11)]
+    sync = GraphedUpdate(b, buf, k, cuda_graph=True, compile_mode=compile_mode)
+    lb.append(run(sync, 5, seed=12))  # its first call captures
+    print(f"prepare {bg.prepare_s:.1f}s, swap {bg.swap_s:.2f}s; synchronous capture {sync.swap_s:.1f}s")
+    torch.testing.assert_close(torch.cat(la), torch.cat(lb), rtol=1e-5, atol=1e-6)
+    for p, q in zip(params(a), params(b)):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
