@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -42,8 +41,9 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     assert first["target_actors"] == 1  # the config's count, even before the actor is up
     s1 = wait_for(lambda: status_when(job, lambda s: s["learner"]["updates"] > 0), 120,
                   "the first updates")
-    time.sleep(4)
-    s2 = status(job)
+    s2 = wait_for(lambda: status_when(job, lambda s: s["learner"]["received"] > s1["learner"]["received"]
+                                      and s["learner"]["updates"] > s1["learner"]["updates"]), 30,
+                  "received and updates to rise")
     assert s2["learner"]["received"] > s1["learner"]["received"] >= 0
     assert s2["learner"]["updates"] > s1["learner"]["updates"]
     # actors follow the learner's policy as its version advances

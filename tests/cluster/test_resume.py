@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -29,7 +30,7 @@ def submit(tmp_path, cfg: dict, *extra) -> str:
 
 
 def finished(run_dir) -> dict:
-    wait_for(lambda: (run_dir / "summary.json").exists(), 300, f"{run_dir.name} to finish", poll=2)
+    wait_for(lambda: (run_dir / "summary.json").exists(), 300, f"{run_dir.name} to finish", poll=1)
     return json.loads((run_dir / "summary.json").read_text())
 
 
@@ -46,9 +47,11 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     replay = torch.load(ckpt / "replay.pt", mmap=True, weights_only=True)
     assert saved["received"] > 0 and saved["updates"] > 0 and replay["size"] == saved["inserted"]
 
-    # herd evaluate: the checkpoint alone gives a deterministic, repeatable return
-    ev1 = json.loads(herd("evaluate", str(runs / job_a), "--episodes", "2", "--json").stdout)
-    ev2 = json.loads(herd("evaluate", str(ckpt), "--episodes", "2", "--json").stdout)
+    # herd evaluate: the checkpoint alone gives a deterministic, repeatable return (the run
+    # folder's and the checkpoint's, side by side: two processes)
+    with ThreadPoolExecutor(2) as pool:
+        ev1, ev2 = pool.map(lambda path: json.loads(herd("evaluate", str(path), "--episodes", "2",
+                                                         "--json").stdout), (runs / job_a, ckpt))
     assert ev1["mean_return"] == ev2["mean_return"] and ev1["policy_version"] == saved["policy_version"]
     # (not compared with A's final_eval: the learner labels the checkpoint with its last
     # *published* version, but saves the networks as they are, up to publish_every_s later)
