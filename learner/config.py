@@ -84,6 +84,12 @@ class LearnerConfig(BaseModel):
     """torch.compile mode (no mode that makes CUDA graphs of its own: we capture the update);
     'default' is what bench/learner.py measured (max-autotune spends
     seconds per matmul shape benchmarking at start-up)."""
+    graph_in_background: bool = False
+    """CUDA: train eagerly from the first rows while a throwaway twin of the update compiles on
+    a thread of its own, then swap the captured graph in (learner/graphed.py). Off: compile and
+    capture first, then train (a cold Humanoid job: first update 75 s after submit, 42 s of it
+    the compile). Off by default until its GPU test (tests/learner/test_graph_swap.py) and a
+    start-up measurement have run on the GPU box."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True

@@ -75,9 +75,13 @@ class Trainer:
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, ring.inserted)
         try:
-            # CUDA: the graph compiles on a thread of its own (a twin SAC) while inserts and
-            # eager updates run; a later call swaps it in (learner/graphed.py)
-            self.step.prepare_in_background()
+            if self.cfg.graph_in_background:
+                # CUDA: the graph compiles on a thread of its own (a twin SAC) while inserts
+                # and eager updates run; a later call swaps it in (learner/graphed.py)
+                self.step.prepare_in_background()
+            else:
+                with self.model_lock:
+                    self.step.prepare()  # compile + capture while the actors start up
             while not self._stop.is_set():
                 may_insert, may_update = self.table.limits(self.updates)
                 if may_insert:

@@ -202,7 +202,7 @@ def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
 
 def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monkeypatch) -> None:
     started, release = held(monkeypatch)
-    sac, _ = make(updates_per_call=2)
+    sac, _ = make(updates_per_call=2, graph_in_background=True)
     ring = ReplayBuffer(2000, (OBS,), ACT, torch.device("cpu"))
     blocks = [ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s)) for s in range(10)]
 
@@ -324,3 +324,30 @@ def test_background_graph_equals_synchronous_capture_gpu(monkeypatch, compile_mo
     torch.testing.assert_close(torch.cat(la), torch.cat(lb), rtol=1e-5, atol=1e-6)
     for p, q in zip(params(a), params(b)):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_off_by_default_the_training_loop_captures_before_its_first_update(monkeypatch) -> None:
+    """learner.graph_in_background false (the default): the old order, no twin, no eager phase."""
+    sac, _ = make(updates_per_call=2)
+    assert sac.cfg.graph_in_background is False
+    ring = ReplayBuffer(2000, (OBS,), ACT, torch.device("cpu"))
+    blocks = [ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s)) for s in range(5)]
+
+    def take(limit: int, timeout: float) -> list:
+        out = blocks[:1]
+        del blocks[:1]
+        if not out:
+            time.sleep(timeout)
+        return out
+
+    step = graphable(sac, ring, k=2)
+    monkeypatch.setattr(graphed, "make_update", lambda sac, ring: step)
+    trainer = Trainer(sac, ReplayTable(ring, RateLimiter(1.0, 100, 200), chunk_rows=256), WeightPublisher(),
+                      take, publish_every_s=0.1, num_threads=1)
+    trainer.start()
+    try:
+        wait_for(lambda: ring.inserted == 500 and trainer.updates == 400)
+    finally:
+        trainer.stop()
+    assert trainer.error is None and step.captures == 1 and step.prep is None
+    assert step.eager_updates == 0 and adam_steps(sac) == trainer.updates == 2 * step.graph.replays
