@@ -156,7 +156,7 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
         r = run(herd, "submit", str(clone / "configs" / "demo.yaml"), "--follow", "--runs-dir", str(runs),
                 "--working-dir", str(proj), "--py-modules", str(extra),
                 "--set", "env.id=HerdUserPendulum-v0", "--set", "env.module=herd_user_env",
-                "--set", f"run.target_return={TARGET}", "--set", "run.eval_every_s=4",
+                "--set", f"run.target_return={TARGET}", "--set", "run.eval_every_s=4", "--set", "run.log_every_s=1",
                 "--set", "run.eval_episodes=2", "--set", "run.max_seconds=240",
                 "--set", "learner.batch_size=64", "--seed", "3", "--name", "fresh",
                 "--set", "run.wandb.project=herd-suite", "--set", "run.wandb.mode=offline", timeout=400)
