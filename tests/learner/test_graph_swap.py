@@ -200,11 +200,12 @@ def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
     assert torch.equal(ring[2], buf.size_t) and (buf.size, buf.inserted) == ring[3:]
 
 
-def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monkeypatch) -> None:
-    started, release = held(monkeypatch)
-    sac, _ = make(updates_per_call=2, graph_in_background=True)
+def training_loop(monkeypatch, sac: SAC, n_blocks: int):
+    """(ring, blocks, step, trainer): a Trainer over a fresh ring that `take`s one of `blocks`
+    (100 rows each; append more to feed it) per call, its update the graphable fake, the
+    limiter at 1 update per row past 200, 100 ahead."""
     ring = ReplayBuffer(2000, (OBS,), ACT, torch.device("cpu"))
-    blocks = [ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s)) for s in range(10)]
+    blocks = [ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s)) for s in range(n_blocks)]
 
     def take(limit: int, timeout: float) -> list:
         out = blocks[:1]
@@ -216,7 +217,13 @@ def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monke
     step = graphable(sac, ring, k=2)
     monkeypatch.setattr(graphed, "make_update", lambda sac, ring: step)
     table = ReplayTable(ring, RateLimiter(1.0, 100, 200), chunk_rows=256)
-    trainer = Trainer(sac, table, WeightPublisher(), take, publish_every_s=0.1, num_threads=1)
+    return ring, blocks, step, Trainer(sac, table, WeightPublisher(), take, publish_every_s=0.1, num_threads=1)
+
+
+def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monkeypatch) -> None:
+    started, release = held(monkeypatch)
+    sac, _ = make(updates_per_call=2, graph_in_background=True)
+    ring, blocks, step, trainer = training_loop(monkeypatch, sac, 10)
     trainer.start()
     try:
         assert started.wait(5)
@@ -330,20 +337,7 @@ def test_off_by_default_the_training_loop_captures_before_its_first_update(monke
     """learner.graph_in_background false (the default): the old order, no twin, no eager phase."""
     sac, _ = make(updates_per_call=2)
     assert sac.cfg.graph_in_background is False
-    ring = ReplayBuffer(2000, (OBS,), ACT, torch.device("cpu"))
-    blocks = [ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s)) for s in range(5)]
-
-    def take(limit: int, timeout: float) -> list:
-        out = blocks[:1]
-        del blocks[:1]
-        if not out:
-            time.sleep(timeout)
-        return out
-
-    step = graphable(sac, ring, k=2)
-    monkeypatch.setattr(graphed, "make_update", lambda sac, ring: step)
-    trainer = Trainer(sac, ReplayTable(ring, RateLimiter(1.0, 100, 200), chunk_rows=256), WeightPublisher(),
-                      take, publish_every_s=0.1, num_threads=1)
+    ring, _blocks, step, trainer = training_loop(monkeypatch, sac, 5)
     trainer.start()
     try:
         wait_for(lambda: ring.inserted == 500 and trainer.updates == 400)
