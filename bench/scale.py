@@ -97,7 +97,7 @@ def main() -> int:
                 herd("scale", job, "--actors", str(n))
             t_scale = time.time()
             time.sleep(args.hold)
-            a, b = snapshot(status(job)), None
+            a = snapshot(status(job))
             time.sleep(args.gap)
             b = snapshot(status(job))
             new_rc = sum(max(0, b["reconnects"].get(k, 0) - v) for k, v in a["reconnects"].items())
