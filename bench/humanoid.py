@@ -227,6 +227,8 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
         "min_eval_after_5000": lowest_after(evals, 5000),
         "final_eval_return": summary["final_eval"]["mean_return"],
         "best_eval_return": max((e["mean_return"] for e in evals), default=None),
+        # one evaluation is 5 episodes and swings; the last three say where a short run ended
+        "last3_eval_return": (sum(e["mean_return"] for e in evals[-3:]) / len(evals[-3:])) if evals else None,
         "env_steps": int(summary["learner"]["received"]), "updates": int(summary["learner"]["updates"]),
         "wall_s": summary["wall_s"], "startup": summary.get("startup"), "evaluations": evals,
     }
