@@ -143,7 +143,7 @@ def record(summary: dict, cold: bool, info: dict, config: str) -> dict:
     return {
         "cold": cold, "config": config, "env": summary["env"],
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
-        "capture_s": up.get("capture_s"),
+        **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "eager_updates", "graph_error")},
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job
