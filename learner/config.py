@@ -84,12 +84,12 @@ class LearnerConfig(BaseModel):
     """torch.compile mode (no mode that makes CUDA graphs of its own: we capture the update);
     'default' is what bench/learner.py measured (max-autotune spends
     seconds per matmul shape benchmarking at start-up)."""
-    graph_in_background: bool = False
-    """CUDA: train eagerly from the first rows while a throwaway twin of the update compiles on
-    a thread of its own, then swap the captured graph in (learner/graphed.py). Off: compile and
-    capture first, then train (a cold Humanoid job: first update 75 s after submit, 42 s of it
-    the compile). Off by default until its GPU test (tests/learner/test_graph_swap.py) and a
-    start-up measurement have run on the GPU box."""
+    graph_in_background: bool = True
+    """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
+    update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).
+    Off: compile and capture first, then train. A cold Humanoid job on the H200: first update
+    28 s after submit on, 75 s off (42 s of it the compile); the swap stopped the training
+    thread 0.16 s (bench/results/startup-bg-nvidia-h200.json)."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True

@@ -9,16 +9,19 @@ optimizer state); the batch is sampled inside the graph. Elsewhere it is a plain
 When the capture happens:
 - `prepare()`: now, on the calling thread (herd precompile, benchmarks); without either
   prepare call, the first call captures.
-- `prepare_in_background()` (the learner's training thread): calls run the plain `*_eager`
-  pieces while a thread of its own compiles a throwaway twin of the SAC (same config and
-  shapes, fresh weights) and runs its warm-up against the live ring, read only, on a side
-  stream, which fills inductor's and triton's caches (this process's and the disk's). The
-  first call after that finished compiles the live SAC from those caches and captures as
-  `capture()` does; replays from then on. Why: on the H200 a cold Humanoid job's learner
+- `prepare_in_background()` (the learner's training thread): captures the plain `*_eager`
+  pieces as an uncompiled graph at once (a second or so; plain eager calls where that capture
+  fails) and replays it while a thread of its own compiles a throwaway twin of the SAC (same
+  config and shapes, fresh weights) and runs its warm-up against the live ring, read only, on
+  a side stream, which fills inductor's and triton's caches (this process's and the disk's).
+  The first call after that finished compiles the live SAC from those caches and captures as
+  `capture()` does; the compiled graph replaces the uncompiled one from then on. Eager calls
+  of the family's update ran at ~90 updates/s on the H200 beside the compile (launch- and
+  GIL-bound; bench/results/startup-bg-nvidia-h200.json); a graph replay is one launch. Why: on the H200 a cold Humanoid job's learner
   listened at 32.6 s after submit but made its first update at 75 s, all of it compile and
   capture (42 s cold, ~4 s with a warm inductor cache) before the loop's first insert.
-  If the preparation or the swap's capture fails, one line is logged and calls stay eager
-  (never the learner's death: eager updates are slower, not wrong).
+  If the preparation or the swap's capture fails, one line is logged and calls go on with
+  the uncompiled graph, or eagerly (never the learner's death: slower, not wrong).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class GraphedUpdate:
         if compile_mode is not None and not self.use_graph:
             self._compile()  # compiled without a graph: at the first call, on the caller's thread
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.interim = False  # `graph` is the uncompiled one replayed until the compiled swap
         self.out: torch.Tensor | None = None
         self._events: list[torch.cuda.Event] = []
         if self.use_graph and in_flight > 0:
@@ -100,7 +104,8 @@ class GraphedUpdate:
         self.prepare_s = 0.0  # the background preparation's wall time (0: there was none)
         self.swap_s = 0.0  # the calling thread's stop for compile + warm-up + capture
         self.capture_s = 0.0  # both: what the graph cost, wherever it ran
-        self.eager_updates = 0  # updates run eagerly while the graph was being prepared
+        self.eager_updates = 0  # updates made before the compiled graph (uncompiled graph or eager)
+        self.interim_s = 0.0  # the uncompiled graph's capture (the training thread, before any update)
         self.first_compiled_unix: float | None = None  # the first compiled/captured call
         self.error: str | None = None  # why the graph was given up (calls stay eager)
 
@@ -111,10 +116,18 @@ class GraphedUpdate:
         return out
 
     def __call__(self) -> torch.Tensor:
-        if self.use_graph and self.graph is None:
+        if self.use_graph and (self.graph is None or self.interim):
             self._capture_when_ready()
-        out = self._replay() if self.graph is not None else self._eager()
-        if self.first_compiled_unix is None and (self.graph is not None or self.compiled):
+        if self.graph is None:
+            out = self._eager()
+        elif self.interim and self.prep is not None:  # the uncompiled graph, while preparing
+            self.eager_updates += self.k
+            with self._rng:
+                out = self._replay()
+        else:
+            out = self._replay()
+        if self.first_compiled_unix is None and (
+                (self.graph is not None and not self.interim) or self.compiled):
             self.first_compiled_unix = time.time()
         return out
 
@@ -150,15 +163,17 @@ class GraphedUpdate:
             return
         try:
             self.capture()
-        except Exception as e:  # capture() put the live tensors back; go on eagerly
+        except Exception as e:  # capture() put the live tensors back; go on as before
             log.debug("CUDA graph capture failed", exc_info=True)
             self._uncompile()
             self._give_up("capture", one_line(e))
 
     def _give_up(self, what: str, error: str) -> None:
         self.use_graph, self.error = False, f"{what}: {error}"
-        log.error("herd learner: the CUDA graph's %s failed (%s); training goes on with eager "
-                  "updates, slower, without the graph", what, error)
+        how = ("the uncompiled CUDA graph, slower, without torch.compile" if self.interim
+               else "eager updates, slower, without the graph")
+        log.error("herd learner: the CUDA graph's %s failed (%s); training goes on with %s",
+                  what, error, how)
 
     def prepare(self) -> None:
         """Compile and capture now, on this thread (herd precompile, bench/learner.py). An empty
@@ -173,8 +188,27 @@ class GraphedUpdate:
         with the graph off."""
         if not self.use_graph or self.graph is not None or self.prep is not None:
             return
-        self._rng = RngFloor(self.sac.device)
+        self._rng = RngFloor(self.sac.device)  # its floor from before the capture's warm-up
+        self._capture_uncompiled()
         self.prep = GraphPrep(twin_of(self.sac), self.buffer, self.k, self.compile_mode, self.warmup)
+
+    def _capture_uncompiled(self) -> None:
+        """The uncompiled graph, captured on this thread before the compile starts on its own:
+        what calls replay until the compiled one takes over. If it fails, they run eagerly."""
+        t0 = time.perf_counter()
+        before = snapshot(self.sac)
+        try:
+            self._warm_up()
+            rollback(self.sac, before)
+            self.graph, self.out = self._record()
+            self.interim = True
+        except Exception as e:
+            rollback(self.sac, before)
+            self.graph = None
+            log.debug("uncompiled CUDA graph capture failed", exc_info=True)
+            log.warning("herd learner: the uncompiled CUDA graph failed (%s); eager updates until "
+                        "the compiled graph is ready", one_line(e))
+        self.interim_s = time.perf_counter() - t0
 
     def capture(self) -> None:
         """Compile the live SAC (if asked), warm up on a side stream (compile, lazy optimizer
@@ -186,12 +220,15 @@ class GraphedUpdate:
             try:
                 self._warm_up()
                 rollback(self.sac, before)
-                self.graph, self.out = self._record()
+                old, (self.graph, self.out) = self.graph, self._record()
             except BaseException:
                 rollback(self.sac, before)
                 raise
+        if old is not None and hasattr(old, "reset"):
+            old.reset()  # the uncompiled graph's memory pool goes back
+        self.interim = False
         self.swap_s = time.perf_counter() - t0
-        self.capture_s = self.prepare_s + self.swap_s
+        self.capture_s = self.interim_s + self.prepare_s + self.swap_s
 
     def _compile(self) -> None:
         if self.compile_mode is not None and not self.compiled:
@@ -236,12 +273,14 @@ class GraphedUpdate:
 def graph_stats(step: GraphedUpdate | None) -> dict:
     """The learner status's fields about the graph (`step` None: the update is not built yet).
 
-    capture_s: seconds of compile + warm-up + capture, wherever they ran: the background
-      preparation (the cold compile) plus the swap on the training thread (the live compile,
-      from the caches, and the capture); without a background preparation, all of it stopped
+    capture_s: seconds of compile + warm-up + capture, wherever they ran: the uncompiled
+      graph's capture (before the first update), the background preparation (the cold
+      compile) and the swap on the training thread (the live compile, from the caches, and the
+      capture); without a background preparation, all of it stopped
       the training thread, as before. 0 until the graph is live (and on the CPU).
     graph_swap_s: of it, the seconds the training thread stopped for.
-    eager_updates: updates run eagerly while the graph was being prepared.
+    eager_updates: updates made while the compiled graph was being prepared (by the uncompiled
+      graph, or eagerly where that could not be captured).
     first_compiled_unix: time.time() of the first compiled/captured call; None until then, on
       the CPU and after a fallback (the start-up timeline's first_compiled_update).
     graph_error: why the learner gave the graph up and trains eagerly; None when it did not.

@@ -76,9 +76,11 @@ class Trainer:
         rate_base = (self.updates, ring.inserted)
         try:
             if self.cfg.graph_in_background:
-                # CUDA: the graph compiles on a thread of its own (a twin SAC) while inserts
-                # and eager updates run; a later call swaps it in (learner/graphed.py)
-                self.step.prepare_in_background()
+                # CUDA: the uncompiled graph is captured now (a warm-up on the live model,
+                # rolled back: under the lock) and replayed while the compiled one is built on
+                # a thread of its own (a twin SAC); a later call swaps it in (learner/graphed.py)
+                with self.model_lock:
+                    self.step.prepare_in_background()
             else:
                 with self.model_lock:
                     self.step.prepare()  # compile + capture while the actors start up

@@ -1,13 +1,14 @@
-"""Eager updates while the CUDA graph is prepared in the background, then the swap to it.
+"""The uncompiled graph while the compiled one is prepared in the background, then the swap.
 
 CPU: the swap logic, with the graph faked (the CPU has none): GraphedUpdate's `_warm_up` runs
 the warm-up eagerly and `_record` hands back a FakeGraph whose replay runs the k eager updates,
-so Adam's step count counts every update made. The background work (warm_twin) is held on an
+so Adam's step count counts every update made; the first FakeGraph stands for the uncompiled
+graph, the second for the compiled one. The background work (warm_twin) is held on an
 Event or made to fail. The real warm_twin runs on the CPU too: it leaves the live SAC and the
 ring as they were.
-GPU (skipif no CUDA): the graph prepared in the background, swapped in after eager updates,
-gives the losses and parameters of a learner that ran the same eager updates and then captured
-synchronously (same seeds), with and without torch.compile.
+GPU (skipif no CUDA): the uncompiled graph, then the graph prepared in the background and
+swapped in, give the losses and parameters of a learner that ran the same updates eagerly and
+then captured synchronously (same seeds), with and without torch.compile.
 """
 
 from __future__ import annotations
@@ -92,28 +93,32 @@ def held(monkeypatch, fail: BaseException | None = None) -> tuple[threading.Even
     return started, release
 
 
-def test_eager_until_the_preparation_is_done_then_the_graph_at_a_call(monkeypatch) -> None:
+def test_the_uncompiled_graph_until_the_preparation_is_done_then_the_compiled_at_a_call(
+        monkeypatch) -> None:
     started, release = held(monkeypatch)
     sac, buf = make()
     step = graphable(sac, buf, k=2)
-    step.prepare_in_background()
+    step.prepare_in_background()  # captures the uncompiled graph at once
     assert started.wait(5)
-    for _ in range(5):  # the preparation is held: every call runs eagerly
+    assert step.captures == 1 and step.interim and adam_steps(sac) == 0  # warm-up rolled back
+    uncompiled = step.graph
+    for _ in range(5):  # the preparation is held: every call replays the uncompiled graph
         assert torch.isfinite(step()).all()
-    assert step.graph is None and step.captures == 0
+    assert step.graph is uncompiled and uncompiled.replays == 5 and step.captures == 1
     assert step.eager_updates == 10 and adam_steps(sac) == 10
     assert step.first_compiled_unix is None
     release.set()
     assert step.prep.done.wait(5)
     time.sleep(0.05)
-    assert step.graph is None and step.captures == 0  # done, but the swap waits for a call
+    assert step.graph is uncompiled and step.captures == 1  # done, but the swap waits for a call
     before = time.time()
     step()  # this call swaps (warm-up, rollback, capture) and replays once
-    assert isinstance(step.graph, FakeGraph) and step.captures == 1 and step.graph.replays == 1
+    assert isinstance(step.graph, FakeGraph) and step.graph is not uncompiled
+    assert step.captures == 2 and step.graph.replays == 1 and not step.interim
     assert step.first_compiled_unix >= before and step.prep is None
     for _ in range(3):
         step()
-    assert step.captures == 1 and step.graph.replays == 4
+    assert step.captures == 2 and step.graph.replays == 4 and uncompiled.replays == 5
     assert adam_steps(sac) == 2 * 9  # 9 calls of 2 updates: none lost, none run twice
     stats = graph_stats(step)
     assert stats["eager_updates"] == 10 and stats["graph_error"] is None
@@ -131,18 +136,20 @@ def test_a_failed_preparation_keeps_training_eager_with_one_log_line(monkeypatch
     with caplog.at_level(logging.ERROR, logger="herd.learner"):
         for _ in range(4):
             step()
-    assert step.graph is None and step.captures == 0 and not step.use_graph
+    # the uncompiled graph goes on: every call after the failure replays it
+    assert step.interim and step.captures == 1 and step.graph.replays == 5 and not step.use_graph
     assert adam_steps(sac) == 2 * 5
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(lines) == 1 and "\n" not in lines[0], lines
     assert "preparation failed" in lines[0] and "RuntimeError: inductor fell over" in lines[0]
-    assert "eager" in lines[0]
+    assert "uncompiled CUDA graph" in lines[0]
     stats = graph_stats(step)
     assert stats["graph_error"] == "preparation: RuntimeError: inductor fell over"
     assert stats["first_compiled_unix"] is None and stats["eager_updates"] == 2
 
 
 def test_a_failed_swap_puts_the_live_tensors_back_and_stays_eager(monkeypatch, caplog) -> None:
+    """No capture works: neither the uncompiled graph (one warning, eager calls) nor the swap."""
     _, release = held(monkeypatch)
     release.set()
     sac, buf = make()
@@ -152,14 +159,42 @@ def test_a_failed_swap_puts_the_live_tensors_back_and_stays_eager(monkeypatch, c
         raise RuntimeError("operation not permitted when stream is capturing")
 
     step._record = record
-    step.prepare_in_background()
-    assert step.prep.done.wait(5)
-    with caplog.at_level(logging.ERROR, logger="herd.learner"):
+    with caplog.at_level(logging.WARNING, logger="herd.learner"):
+        step.prepare_in_background()
+        assert step.graph is None and not step.interim and adam_steps(sac) == 0
+        assert step.prep.done.wait(5)
         for _ in range(3):
             step()  # the first one tries the swap, fails, and still makes its 2 updates
     assert step.graph is None and not step.use_graph and adam_steps(sac) == 6
     assert step.error.startswith("capture: RuntimeError: operation not permitted")
-    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(errors) == 1 and "eager updates" in errors[0]
+    assert len(warnings) == 1 and "uncompiled CUDA graph failed" in warnings[0]
+
+
+def test_a_failed_swap_keeps_the_uncompiled_graph(monkeypatch, caplog) -> None:
+    _, release = held(monkeypatch)
+    sac, buf = make()
+    step = graphable(sac, buf, k=2)
+    step.prepare_in_background()
+    uncompiled = step.graph
+    assert step.interim and step.captures == 1
+    fake_record = step._record
+
+    def record():  # the compiled capture fails
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    step._record = record
+    release.set()
+    assert step.prep.done.wait(5)
+    with caplog.at_level(logging.ERROR, logger="herd.learner"):
+        for _ in range(3):
+            step()  # the first one tries the swap, fails, and replays the uncompiled graph
+    assert fake_record is not record and step.graph is uncompiled and uncompiled.replays == 3
+    assert step.interim and not step.use_graph and adam_steps(sac) == 6
+    assert step.error.startswith("capture: RuntimeError")
+    assert step.first_compiled_unix is None and not step.compiled
 
 
 def test_without_a_background_preparation_the_first_call_captures(monkeypatch) -> None:
@@ -229,7 +264,7 @@ def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monke
         assert started.wait(5)
         # the limiter's bound: 1 update per row past 200, 100 ahead: 900 updates on 1,000 rows
         wait_for(lambda: ring.inserted == 1000 and trainer.updates == 900)
-        assert step.graph is None and step.eager_updates == 900
+        assert step.interim and step.eager_updates == 900
         prep = step.prep
         release.set()
         assert prep.done.wait(5)
@@ -240,7 +275,7 @@ def test_the_training_loop_inserts_and_updates_while_the_graph_is_prepared(monke
         assert step.graph is not None and step.graph.replays > 0
     finally:
         trainer.stop()
-    assert trainer.error is None and step.captures == 1
+    assert trainer.error is None and step.captures == 2 and not step.interim
     assert adam_steps(sac) == trainer.updates == step.eager_updates + 2 * step.graph.replays
     assert trainer.graph_stats()["first_compiled_unix"] is not None
 
@@ -306,8 +341,9 @@ def params(sac: SAC) -> list[torch.Tensor]:
 @pytest.mark.parametrize("compile_mode,k", [(None, 1), (None, 2), ("default", 2)],
                          ids=["graph", "graph-k2", "graph+compile-k2"])
 def test_background_graph_equals_synchronous_capture_gpu(monkeypatch, compile_mode, k) -> None:
-    """Eager calls while the preparation is held, then the swap; against a learner that made
-    the same eager calls and then captured on its first graph call. Same seeds per phase."""
+    """Uncompiled-graph calls while the preparation is held, then the swap; against a learner
+    that made the same calls eagerly and then captured on its first graph call. Same seeds per
+    phase."""
     torch.backends.cuda.matmul.allow_tf32 = False
     real_warm = graphed.warm_twin
     release = threading.Event()
@@ -318,8 +354,8 @@ def test_background_graph_equals_synchronous_capture_gpu(monkeypatch, compile_mo
     torch.manual_seed(11)
     bg = GraphedUpdate(a, buf, k, cuda_graph=True, compile_mode=compile_mode)
     bg.prepare_in_background()
-    la = [run(bg, 4, seed=11)]
-    assert bg.graph is None and bg.eager_updates == 4 * k
+    la = [run(bg, 4, seed=11)]  # the uncompiled graph's replays
+    assert bg.interim and bg.graph is not None and bg.eager_updates == 4 * k
     release.set()
     assert bg.prep.done.wait(300) and bg.prep.error is None, bg.prep.error
     la.append(run(bg, 5, seed=12))
@@ -333,9 +369,10 @@ def test_background_graph_equals_synchronous_capture_gpu(monkeypatch, compile_mo
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
-def test_off_by_default_the_training_loop_captures_before_its_first_update(monkeypatch) -> None:
-    """learner.graph_in_background false (the default): the old order, no twin, no eager phase."""
-    sac, _ = make(updates_per_call=2)
+def test_switched_off_the_training_loop_captures_before_its_first_update(monkeypatch) -> None:
+    """learner.graph_in_background false (on by default): the old order, no twin, no eager phase."""
+    assert LearnerConfig().graph_in_background is True
+    sac, _ = make(updates_per_call=2, graph_in_background=False)
     assert sac.cfg.graph_in_background is False
     ring, _blocks, step, trainer = training_loop(monkeypatch, sac, 5)
     trainer.start()
