@@ -2,6 +2,10 @@
 
 The driver runs it as a Ray actor (num_cpus=1, restarted on death). Stepping starts in the
 constructor, so a restarted actor resumes on its own.
+
+torch and the policy are imported on a thread of their own beside the first (random) warm-up
+steps, the envs (MuJoCo) in the constructor: the job's controller imports this module for the
+actor class alone and needs none of them.
 """
 
 from __future__ import annotations
@@ -11,18 +15,18 @@ import logging
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from herd.actors.client import LearnerClient
 from herd.actors.config import ActorConfig, EnvConfig
-from herd.actors.envs import describe
 from herd.actors.nstep import NStep
-from herd.actors.policy import MLPPolicy
-from herd.actors.stepper import VecStepper
 from herd.proto import codec
 from herd.proto.heap import steady_heap
+
+if TYPE_CHECKING:
+    from herd.actors.policy import MLPPolicy
 
 log = logging.getLogger("herd.actor")
 
@@ -31,7 +35,18 @@ class EnvActor:
     def __init__(self, actor_id: str, env_cfg: EnvConfig, cfg: ActorConfig, learner_address: str,
                  token: str | None = None, seed: int = 0, weights_address: str | None = None):
         """`weights_address`: where to watch for weights when not the learner (the node's relay)."""
-        torch.set_num_threads(1)
+        from herd.startup import process_started
+
+        # the start-up timeline's actors_* phases (cluster/startup.py), this process's clock
+        self.startup_unix = {"process": process_started(), "init": time.time()}
+        # torch (seconds of CPU) comes in beside the first warm-up steps, which take random
+        # actions: only the policy needs it, and _on_weights waits for it
+        self._torch = threading.Thread(target=self._import_torch, args=(seed,), daemon=True,
+                                       name="herd-torch")
+        self._torch.start()
+        from herd.actors.envs import describe
+        from herd.actors.stepper import VecStepper
+
         steady_heap()  # batches and weights reuse heap blocks instead of fresh page-faulted maps
         self.actor_id, self.env_cfg, self.cfg = actor_id, env_cfg, cfg
         threads = cfg.step_threads or max(1, int(cfg.num_cpus))
@@ -42,8 +57,7 @@ class EnvActor:
         spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                    self.low, self.high)
         # warm-up actions and the policy's exploration noise, both from the actor's seed
-        self.rng = np.random.default_rng(seed)
-        self.noise = torch.Generator().manual_seed(seed)
+        self.rng = np.random.default_rng(seed)  # (the noise's generator: _import_torch)
         self._policy: MLPPolicy | None = None
         self._has_policy = threading.Event()
         self.client = LearnerClient(learner_address, actor_id, spec, token=token,
@@ -71,8 +85,19 @@ class EnvActor:
     def env_errors(self) -> int:
         return self.stepper.env_errors
 
+    def _import_torch(self, seed: int) -> None:
+        import torch
+
+        import herd.actors.policy  # noqa: F401 -- the policy's module too, off the stepping path
+
+        torch.set_num_threads(1)
+        self.noise = torch.Generator().manual_seed(seed)
+
     def _on_weights(self, weights) -> None:
         # Built off the stepping thread, then swapped in with one assignment: no stall.
+        self._torch.join()
+        from herd.actors.policy import MLPPolicy
+
         self._policy = MLPPolicy(weights, self.low, self.high)
         self._has_policy.set()
 
@@ -188,6 +213,7 @@ class EnvActor:
             "in_flight": self.client.in_flight,
             "fast_path": self.stepper.fast,
             "stepper_path": self.stepper.path,
+            "startup_unix": self.startup_unix,  # process, init: unix times (cluster/startup.py)
             "step_threads": self.stepper.threads,
             "reconnects": self.client.reconnects,
             # stepping thread up to the last push: seconds acting, env stepping, handing batches

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -15,6 +16,10 @@ class EnvError(ValueError):
 
 
 def _ray_creator(env_id: str):
+    # register_env runs in this process (env.module, imported first in every process of a job)
+    # or not at all; without it, importing ray.tune (pandas, ray.data: ~1 s) finds nothing
+    if "ray.tune.registry" not in sys.modules:
+        return None
     try:
         from ray.tune.registry import ENV_CREATOR, _global_registry
 

@@ -151,15 +151,11 @@ def cmd_down(args) -> int:
 def cmd_submit(args) -> int:
     from herd.actors.envs import EnvError
     from herd.config import ConfigError
+    from herd.evaluation import CheckpointRefused
 
-    refused: tuple = ()
-    if args.resume:  # herd.evaluation imports torch (seconds): only a resumed job's check needs it
-        from herd.evaluation import CheckpointRefused
-
-        refused = (CheckpointRefused,)
     try:
         client, job_id, run_dir, resume = submit_job(args)
-    except (ConfigError, EnvError, FileNotFoundError, *refused) as e:
+    except (ConfigError, EnvError, FileNotFoundError, CheckpointRefused) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
     print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
@@ -181,12 +177,13 @@ def submit_job(args):
     cfg = load_config(args.config, args.set or (), seed=args.seed, name=args.name)
     with importable(runtime_env):  # the user's env module, as the cluster will import it
         spec = check_env(cfg)
-    from herd.startup import SPEC_ENV, spec_to_env
+    from herd.startup import SENT_ENV, SPEC_ENV, spec_to_env
 
     env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
                 "HERD_SUBMIT_UNIX": repr(submitted),
                 SPEC_ENV: spec_to_env(cfg.env.id, spec),  # the driver makes no env of its own
                 "HERD_SUBMIT_INFO": json.dumps(submit_info(args.config, runtime_env))}
+    job_vars = {}  # every process of the job's: the controller reads these
     if args.actor_resources:
         from herd.controller import ACTOR_RESOURCES_ENV
 
@@ -196,7 +193,7 @@ def submit_job(args):
         except (ValueError, AssertionError):
             raise UserError(f"--actor-resources must be a JSON object of numbers, e.g. "
                             f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}") from None
-        env_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
+        job_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
     resume = check_resume(args.resume, cfg) if args.resume else None
     client = job_client(args)
     if cfg.learner.device == "cuda" and not cluster_has_gpu():
@@ -221,14 +218,18 @@ def submit_job(args):
     entry = f"{python} -m herd.driver --job-id {job_id} --runs-dir {runs_dir}"
     if resume:
         entry += f" --resume {resume}"
-    submit_with_retry(
-        client,
-        entrypoint=entry,
-        submission_id=job_id,
-        # Herd itself is installed on every node (the same version: `pip install herd`, the
-        # compose image); only the user's own code travels, by --working-dir / --py-modules
-        runtime_env={**runtime_env, "env_vars": env_vars},
-    )
+    env_vars[SENT_ENV] = repr(time.time())
+    if here:
+        # in a private file the driver reads once: env_vars in the job's runtime_env would make
+        # Ray set up a runtime env for every worker it starts (the job's supervisor, the
+        # learner, the controller, each actor), ~0.5 s more each (bench/startup.py)
+        entry += f" --env-file {write_driver_env(job_id, env_vars)}"
+    else:
+        job_vars = {**env_vars, **job_vars}
+    # Herd itself is installed on every node (the same version: `pip install herd`, the
+    # compose image); only the user's own code travels, by --working-dir / --py-modules
+    job_env = {**runtime_env, **({"env_vars": job_vars} if job_vars else {})}
+    submit_with_retry(client, entrypoint=entry, submission_id=job_id, runtime_env=job_env or None)
     return client, job_id, runs_dir / job_id, resume
 
 
@@ -313,6 +314,12 @@ def put_token_in_cluster(job_id: str, token: str) -> str:
 def write_token_file(job_id: str, token: str) -> str:
     """A 0600 file the job's driver reads once and deletes (a cluster on this machine)."""
     return str(local.write_private(local.herd_home() / "secrets" / job_id, token))
+
+
+def write_driver_env(job_id: str, env: dict) -> str:
+    """The driver's environment variables in a 0600 file it reads once and deletes (a cluster
+    on this machine): herd.driver --env-file."""
+    return str(local.write_private(local.herd_home() / "secrets" / f"{job_id}.env.json", json.dumps(env)))
 
 
 def cluster_has_gpu() -> bool:

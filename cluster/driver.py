@@ -1,6 +1,9 @@
 """The job driver (a Ray Job's entrypoint): wires learner, controller and actors in one place.
 
-    python -m herd.driver --job-id ID --runs-dir DIR   (config in $HERD_CONFIG_JSON)
+    python -m herd.driver --job-id ID --runs-dir DIR [--env-file FILE]
+
+The config comes in $HERD_CONFIG_JSON: from the job's env_vars, or from FILE (JSON), which
+`herd submit` writes when the cluster is on its own machine.
 
 Writes runs/<job>/: config.yaml (resolved, token redacted), metrics.csv, tb/, checkpoint/,
 summary.json.
@@ -40,6 +43,8 @@ from herd.metrics import MetricsWriter
 from herd.proto import codec
 from herd.startup import Timeline, spec_from_env
 from herd.tracking import open_wandb, provenance
+
+IMPORTED = time.time()
 
 REDACTED = "<redacted>"
 try:
@@ -178,6 +183,24 @@ def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
     return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token})})
 
 
+class DriverEnvError(Exception):
+    """herd submit's environment file is missing or unreadable."""
+
+
+def env_from_file(path: str | None) -> None:
+    """herd submit's variables for this driver (cli.write_driver_env) into os.environ; the
+    file is read once and deleted."""
+    if not path:
+        return
+    try:
+        env = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise DriverEnvError(f"the job's environment file {path} cannot be read "
+                             f"({getattr(e, 'strerror', None) or e})") from None
+    Path(path).unlink(missing_ok=True)
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+
+
 def token_from_kv(cfg: JobConfig, key: str | None) -> JobConfig:
     """The config's token, handed over by `herd submit` from another machine through Ray's
     internal key-value store (read once, deleted); needs ray.init first."""
@@ -229,6 +252,32 @@ def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
         scheduling_strategy=here,
     ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
     return controller, controller.start.remote()
+
+
+class LateMetrics:
+    """The run's MetricsWriter, opened at the first update: its TensorBoard import (torch, a
+    second or more of CPU) would otherwise run beside the learner's and the actors' start-up.
+    The rows of the ticks before it wait here and go first, in order."""
+
+    def __init__(self, open_writer):
+        self._open, self._writer, self._rows = open_writer, None, []
+
+    def write(self, row: dict, opened: bool) -> None:
+        if self._writer is None and not opened:
+            self._rows.append(row)
+        else:
+            self.writer().write(row)
+
+    def writer(self) -> MetricsWriter:
+        if self._writer is None:
+            self._writer = self._open()
+            for row in self._rows:
+                self._writer.write(row)
+            self._rows.clear()
+        return self._writer
+
+    def close(self, summary: dict) -> None:
+        self.writer().close(summary)
 
 
 class LearnerWatch:
@@ -344,7 +393,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
           f"results in {run_dir}", flush=True)
 
     record = run_record(cfg, job_id, run_dir)
-    metrics = MetricsWriter(run_dir, record, open_wandb(cfg.run.wandb, run_dir, job_id, record))
+    wandb_run = open_wandb(cfg.run.wandb, run_dir, job_id, record)
+    metrics = LateMetrics(lambda: MetricsWriter(run_dir, record, wandb_run))
 
     def start_evaluator():
         return ray.remote(Evaluator).options(
@@ -395,7 +445,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             last_eval = now
         row = progress_row(st, evals, now - start, prev)
         prev = (now, ls["received"], ls["updates"])
-        metrics.write(row)
+        metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
                                                 "max_seconds": cfg.run.max_seconds}))
         print(format_row(row), flush=True)
@@ -436,6 +486,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     except Exception as e:  # noqa: BLE001 -- they die with the controller in any case
         relays = {"error": one_line(e)}
     final_learner = watch.call("stop")  # inserts everything staged before it returns
+    timeline.observe_learner(final_learner)  # its start-up marks, had no poll seen them
     timeline.observe_graph(final_learner)  # a graph swapped in after the last poll
     try:
         watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
@@ -585,11 +636,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--job-id", required=True)
     p.add_argument("--runs-dir", required=True)
     p.add_argument("--resume", default=None, help="checkpoint directory to continue from")
+    p.add_argument("--env-file", default=None,
+                   help="JSON of environment variables to set first (herd submit's; read once, deleted)")
     args = p.parse_args(argv)
     from herd.actors.envs import EnvError
 
     try:
+        env_from_file(args.env_file)
         timeline = Timeline(DRIVER_STARTED)
+        timeline.mark("driver_imported", IMPORTED)
         cfg = parse_config(json.loads(os.environ["HERD_CONFIG_JSON"]), "HERD_CONFIG_JSON")
         cfg = token_from_file(cfg, os.environ.get("HERD_TOKEN_FILE"))
         timeline.mark("config_parsed")
@@ -605,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         timeline.mark("ray_joined")
         cfg = token_from_kv(cfg, os.environ.get("HERD_TOKEN_KV"))
         run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume, timeline, env)
-    except (ConfigError, EnvError, json.JSONDecodeError) as e:
+    except (ConfigError, EnvError, json.JSONDecodeError, DriverEnvError) as e:
         print(f"herd: {e}", file=sys.stderr, flush=True)
         return 2
     return 0

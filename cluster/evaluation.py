@@ -17,7 +17,6 @@ import numpy as np
 
 from herd.actors.config import EnvConfig
 from herd.actors.envs import describe, make_env
-from herd.actors.policy import MLPPolicy
 
 
 class RenderUnavailable(RuntimeError):
@@ -99,6 +98,8 @@ def as_policy(weights, d: dict):
     """A PolicyWeights message as the actors' policy; a loaded policy (herd.export) as it is."""
     if hasattr(weights, "act"):
         return weights
+    from herd.actors.policy import MLPPolicy  # torch: the driver imports this module without it
+
     return MLPPolicy(weights, d["action_low"], d["action_high"])
 
 

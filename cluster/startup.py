@@ -3,12 +3,22 @@
 Timeline phases, in seconds since `herd submit` ($HERD_SUBMIT_UNIX; else since the driver
 process began), keys `<phase>_s` in summary.json's "startup":
 
-    driver_process   the driver's Python started (Ray's job start-up is what came before)
+    submitted        `herd submit` checked the config, built the env and sent the job to Ray
+    driver_exec      the driver's process began (Ray Jobs' supervisor actor started it)
+    driver_process   the driver's Python reached herd.driver (interpreter, site, `import herd`)
+    driver_imported  herd.driver's imports done (ray, the config models, the actor classes)
     config_parsed    the job's config read and validated
     ray_joined       the driver joined the cluster
     env_spec         the env's spec known (from `herd submit`, or built here)
     driver_ready     the cluster checked; the learner is asked for next
-    learner_listening  the learner's gRPC server answers
+    learner_process  the learner actor's worker process began (Ray scheduled it, forked it)
+    learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.service imported)
+    learner_device   torch and the learner's modules imported, the device ready (CUDA context)
+    learner_buffer   the replay ring allocated
+    learner_sac      the SAC networks and optimizers built
+    learner_listening  the learner's gRPC server answers (as the driver sees it)
+    actors_process   the last env actor's worker process began
+    actors_init      the last env actor's EnvActor.__init__ entered
     actors_ready     every env actor answered
     first_rows       the replay ring took its first rows
     first_update     the first SAC update was made (eager on CUDA while the graph compiles)
@@ -17,7 +27,8 @@ process began), keys `<phase>_s` in summary.json's "startup":
                      when the learner gave the graph up (its graph_error says why)
     first_eval       the first periodic evaluation came back
 
-Until the first update the driver polls the learner and the actors every quarter second (its
+The learner_* and actors_* marks are those processes' own clocks (`startup_unix` in their
+status; on another node, as far apart as the clocks are). Until the first update the driver polls the learner and the actors every quarter second (its
 supervise loop looks only every run.log_every_s). bench/startup.py prints them side by side.
 """
 
@@ -30,9 +41,25 @@ import time
 
 SUBMIT_ENV = "HERD_SUBMIT_UNIX"
 SPEC_ENV = "HERD_ENV_SPEC"  # the env's spec as `herd submit` built it: the driver builds no env
-PHASES = ("driver_process", "config_parsed", "ray_joined", "env_spec", "driver_ready",
-          "learner_listening", "actors_ready", "first_rows", "first_update",
+SENT_ENV = "HERD_SUBMIT_SENT_UNIX"  # when `herd submit` handed the job to Ray
+PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "config_parsed",
+          "ray_joined", "env_spec", "driver_ready", "learner_process", "learner_init",
+          "learner_device", "learner_buffer", "learner_sac", "learner_listening",
+          "actors_process", "actors_init", "actors_ready", "first_rows", "first_update",
           "first_compiled_update", "first_eval")
+
+
+def process_started() -> float | None:
+    """When this process began (unix time; Linux /proc, None elsewhere): what came before its
+    first line of Python (Ray forking a worker, the interpreter's start) counts too."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def spec_to_env(env_id: str, spec: dict) -> str:
@@ -66,6 +93,9 @@ class Timeline:
     def __init__(self, started: float):
         self.zero = float(os.environ.get(SUBMIT_ENV) or started)
         self.marks = {"driver_process": started}
+        for name, at in (("submitted", os.environ.get(SENT_ENV)), ("driver_exec", process_started())):
+            if at:
+                self.marks[name] = float(at)
         self.compiled = False  # set by the driver: the learner runs a compiled/captured graph
         self.poll_errors, self.last_poll_error = 0, None  # the start-up poll's (a learner booting)
         self._stop = threading.Event()
@@ -80,7 +110,12 @@ class Timeline:
     def observe(self, st: dict) -> None:
         """A status (the controller's, or the start-up poll's: learner and actors)."""
         actors, ls = st.get("actors", []), st["learner"]
+        self.observe_learner(ls)
         if actors and not any(a.get("error") for a in actors):
+            for part in ("process", "init"):  # the last actor's
+                ats = [a["startup_unix"][part] for a in actors if (a.get("startup_unix") or {}).get(part)]
+                if len(ats) == len(actors):
+                    self.mark(f"actors_{part}", max(ats))
             self.mark("actors_ready")
         if ls.get("inserted"):
             self.mark("first_rows")
@@ -88,6 +123,13 @@ class Timeline:
             now = time.time()
             self.mark("first_update", min(now, ls.get("first_compiled_unix") or now))
         self.observe_graph(ls)
+
+    def observe_learner(self, ls: dict) -> None:
+        """learner_process .. learner_sac at the learner's own times of them (its status's
+        startup_unix: process, init, device, buffer, sac)."""
+        for part, at in (ls.get("startup_unix") or {}).items():
+            if at and f"learner_{part}" in PHASES:
+                self.mark(f"learner_{part}", at)
 
     def observe_graph(self, ls: dict) -> None:
         """first_compiled_update at the learner's own time of it (first_compiled_unix), so a

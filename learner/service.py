@@ -7,35 +7,38 @@
                      └─ take() ─► Trainer (learner/trainer.py: herd-train thread)
                                     ├─ ReplayTable (learner/replay_table.py: ring + limiter)
                                     └─ update ─► WeightPublisher ─► WatchWeights streams
+
+torch and the learner's parts are imported in Learner.__init__, not here: the driver imports
+this module for the actor class alone, and torch would cost its start-up seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from herd.learner.config import LearnerConfig
-from herd.learner.ingest import Ingest
-from herd.learner.ingest_proc import IngestProcess
-from herd.learner.publisher import WeightPublisher
-from herd.learner.replay import ReplayBuffer
-from herd.learner.replay_table import RateLimiter, ReplayTable
-from herd.learner.sac import LOSS_NAMES, SAC
-from herd.learner.trainer import Trainer
 from herd.proto import herd_pb2 as pb
-from herd.proto.heap import steady_heap
+
+if TYPE_CHECKING:
+    import torch
+
+    from herd.learner.config import LearnerConfig
+    from herd.learner.ingest import Ingest
+    from herd.learner.ingest_proc import IngestProcess
 
 log = logging.getLogger("herd.learner")
-TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def pick_device(name: str) -> torch.device:
+    import torch
+
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
             "learner.device is 'cuda' but this process sees no GPU "
@@ -54,22 +57,42 @@ class Learner:
                  latest: str | None = None):
         """`checkpoint`: where to start from (a resumed job). `latest`: where this job saves its
         own checkpoints; when one is there (a restart after a crash), it wins over `checkpoint`."""
+        from herd.startup import process_started
+
+        # the start-up timeline's learner_* phases (cluster/startup.py), this process's clock
+        self.startup_unix = {"process": process_started(), "init": time.time()}
+        import torch
+
+        from herd.learner.ingest import Ingest
+        from herd.learner.ingest_proc import IngestProcess
+        from herd.learner.publisher import WeightPublisher
+        from herd.learner.replay import ReplayBuffer
+        from herd.learner.replay_table import RateLimiter, ReplayTable
+        from herd.learner.sac import SAC
+        from herd.learner.trainer import Trainer
+        from herd.proto.heap import steady_heap
+
         self.cfg = cfg
         self.spec = spec
         self.learner_id = uuid.uuid4().hex[:12]
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.num_threads)
+        if self.device.type == "cuda":  # the CUDA context now, so that its cost shows apart
+            torch.empty(0, device=self.device)
+        self.startup_unix["device"] = time.time()
         steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
-        obs_dtype = TORCH_DTYPES[cfg.buffer_dtype]
+        obs_dtype = getattr(torch, cfg.buffer_dtype)  # float32, bfloat16 or float16
         layout = dict(obs_shape=tuple(spec.obs_shape), action_dim=action_dim, obs_dtype=obs_dtype,
                       one_step_discount=cfg.gamma)
         self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
         self.table = ReplayTable(
             self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
             chunk_rows=2 * cfg.max_batch)
+        self.startup_unix["buffer"] = time.time()
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
+        self.startup_unix["sac"] = time.time()
         self.publisher = WeightPublisher()
         self.trainer = Trainer(self.sac, self.table, self.publisher,
                                lambda limit, timeout: self.ingest.take(limit, timeout),
@@ -150,6 +173,10 @@ class Learner:
 
     def status_dict(self) -> dict:
         """Counters, rates, losses and memory; the fields of proto LearnerStatus and more."""
+        import torch
+
+        from herd.learner.sac import LOSS_NAMES
+
         if self.trainer.error is not None:
             raise RuntimeError(f"learner training thread failed: {self.trainer.error!r}")
         mem = (0, 0)
@@ -180,6 +207,7 @@ class Learner:
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,
             "restored": self.restored,
+            "startup_unix": self.startup_unix,  # process, init, device, buffer, sac: unix times
         }
 
     def status(self) -> pb.LearnerStatus:
@@ -206,6 +234,8 @@ class Learner:
 
     def _save(self, path: str, save_replay: bool) -> pb.PolicyWeights:
         """`save`; returns the policy the checkpoint holds, as published when it was taken."""
+        import torch
+
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
@@ -269,6 +299,8 @@ class Learner:
         return weights
 
     def _snapshot(self) -> dict:
+        import torch
+
         def copied(x):  # the training thread updates the live tensors in place after the lock
             if isinstance(x, torch.Tensor):
                 return x.detach().to("cpu", copy=True)
@@ -290,6 +322,8 @@ class Learner:
 
     def restore(self, path: str) -> None:
         import pickle
+
+        import torch
 
         p = Path(path)
         try:  # tensors and plain containers only: unpickling anything else could run code

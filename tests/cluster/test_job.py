@@ -122,9 +122,16 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
 
     up = summary["startup"]
     assert up["since"] == "herd submit" and up["first_compiled_update_s"] is None  # the CPU
-    chain = [up[f"{p}_s"] for p in PHASES if p not in ("first_compiled_update", "actors_ready")]
-    assert None not in chain and chain == sorted(chain), up  # (with 2+ actors, rows can come first)
-    assert up["actors_ready_s"] >= up["learner_listening_s"], up
+    assert None not in [up[f"{p}_s"] for p in PHASES if p != "first_compiled_update"], up
+    # each process's phases in order; the learner and the actors start side by side
+    learner = [p for p in PHASES if p.startswith("learner_")]
+    actors = [p for p in PHASES if p.startswith("actors_")]
+    driver = [p for p in PHASES if p not in {*learner, *actors, "first_compiled_update"}]
+    for chain in (driver, ["driver_ready", *learner[1:], "first_rows"], learner,
+                  ["driver_ready", *actors[1:]], actors):
+        times = [up[f"{p}_s"] for p in chain]
+        assert times == sorted(times), (chain, up)
+    assert up["actors_ready_s"] >= up["learner_listening_s"], up  # (with 2+ actors, rows can come first)
     assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.csv").exists()
     assert list((run_dir / "tb").glob("events.*"))
 
