@@ -12,6 +12,7 @@ import logging
 import queue
 import random
 import secrets
+import socket
 import threading
 import time
 
@@ -153,7 +154,21 @@ class LearnerClient:
                 return
             yield item
 
+    def _until_listening(self) -> None:
+        """Before the first handshake: the learner may still be booting (the actors start beside
+        it). Its port is dialled with plain TCP every backoff[0] until it accepts, so the first
+        gRPC call finds it listening: each refused call would grow gRPC's channel backoff (1 s,
+        x1.6 a time), and the handshake would come seconds after the learner listens."""
+        host, _, port = self.address.rpartition(":")
+        while not self._closed.is_set():
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+                return
+            except OSError:
+                self._closed.wait(self.backoff[0])
+
     def _push_loop(self) -> None:
+        self._until_listening()
         delay = self.backoff[0]
         while not self._closed.is_set():
             try:
