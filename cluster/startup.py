@@ -11,12 +11,15 @@ process began), keys `<phase>_s` in summary.json's "startup":
     ray_joined       the driver joined the cluster
     env_spec         the env's spec known (from `herd submit`, or built here)
     driver_ready     the cluster checked; the learner is asked for next
-    learner_process  the learner actor's worker process began (Ray scheduled it, forked it)
+    learner_process  the learner actor's worker process began: about `submitted` when Ray
+                     prestarted it (a job without runtime_env env_vars takes those workers)
     learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.service imported)
     learner_device   torch and the learner's modules imported, the device ready (CUDA context)
     learner_buffer   the replay ring allocated
     learner_sac      the SAC networks and optimizers built
-    learner_listening  the learner's gRPC server answers (as the driver sees it)
+    learner_listening  the learner's gRPC server answers (as the driver sees it); after
+                     learner_sac its ingest starts: on CUDA, processes of its own that boot
+                     Python and torch (learner/ingest_proc.py)
     actors_process   the last env actor's worker process began
     actors_init      the last env actor's EnvActor.__init__ entered
     actors_ready     every env actor answered
@@ -28,8 +31,9 @@ process began), keys `<phase>_s` in summary.json's "startup":
     first_eval       the first periodic evaluation came back
 
 The learner_* and actors_* marks are those processes' own clocks (`startup_unix` in their
-status; on another node, as far apart as the clocks are). Until the first update the driver polls the learner and the actors every quarter second (its
-supervise loop looks only every run.log_every_s). bench/startup.py prints them side by side.
+status; on another node, as far apart as the clocks are). Until the first update the driver
+polls the learner and the actors every quarter second (its supervise loop looks only every
+run.log_every_s). bench/startup.py prints them side by side.
 """
 
 from __future__ import annotations
