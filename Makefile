@@ -7,7 +7,7 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors bench-family bench-ablation
+.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors bench-family bench-sweep bench-ablation
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -91,6 +91,12 @@ bench-family: ## the family beside plain SAC on one task, 2 minutes each: make b
 	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
 	  --set env.id=$(or $(TASK),Walker2d-v5) --set run.stop_at_target=false --set run.target_return=null \
 	  --seconds 120 --out bench/results/family-$(or $(TASK),Walker2d-v5)-nvidia-h200.json
+
+bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one seed per GPU call: make bench-sweep SEED=1 (then 2, 3)
+	$(PYTHON) -m herd up
+	$(PYTHON) -m herd tune configs/humanoid.yaml --grid learner.batch_size=512,1024,2048 \
+	  --grid learner.replay_ratio=0.025,0.05,0.1 --set actors.num_actors=4 --seconds 120 --concurrent 3 \
+	  --seeds 1 --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
 
 bench-ablation: ## each piece of the family off in turn on Humanoid-v5 (PIECES=all or a comma list; several GPU calls)
 	$(PYTHON) -m herd up

@@ -550,9 +550,9 @@ def cmd_tune(args) -> int:
     from herd.config import ConfigError
 
     try:
-        seeds = list(range(1, args.seeds + 1))
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
         tune.run(args.config, args.grid, seeds, args.seconds, args.concurrent, args.name, args.runs_dir,
-                 args.out, command="herd " + " ".join(sys.argv[1:]))
+                 args.out, command="herd " + " ".join(sys.argv[1:]), append=args.append, sets=args.set)
     except ConfigError as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
@@ -618,6 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", required=True,
                    help="repeatable, e.g. learner.batch_size=512,2048")
     s.add_argument("--seeds", type=int, default=1, help="trials per grid point (seeds 1..N)")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override the config for every trial, e.g. --set actors.num_actors=4")
+    s.add_argument("--first-seed", type=int, default=1, help="seeds K..K+N-1 instead (a sweep split over calls)")
+    s.add_argument("--append", action="store_true",
+                   help="keep the trials already in --out (other seeds or cells of the same sweep): "
+                        "the table and heatmap cover them all")
     s.add_argument("--seconds", type=float, default=120, help="wall-clock budget per trial")
     s.add_argument("--concurrent", type=int, default=1, help="trials at once (a GPU is shared 1/N)")
     s.add_argument("--name", default="sweep", help="runs/tune-<name>/")

@@ -2,6 +2,7 @@
 
     herd tune configs/humanoid.yaml --grid learner.batch_size=512,1024,2048 \
         --grid learner.replay_ratio=0.02,0.05,0.1 --seeds 3 --seconds 240 --concurrent 3
+    herd tune ... --seeds 1 --first-seed 2 --out sweep.json --append   # one seed more, same table
 
 Each trial runs the job driver (`herd.driver.run`) inside a Tune trial: its learner and env
 actors are Ray actors like any job's, with the config's CPUs per actor and, with --concurrent
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from herd.config import ConfigError, load_config, parse_config, with_overrides
+from herd.config import ConfigError, load_config, parse_config, parse_sets, with_overrides
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
@@ -101,14 +102,17 @@ def machine() -> dict:
 
 
 def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, concurrent: int,
-        name: str, runs_dir: str, out: str | None, command: str | None = None) -> list[dict]:
+        name: str, runs_dir: str, out: str | None, command: str | None = None,
+        append: bool = False, sets: list[str] = ()) -> list[dict]:
     import ray
     from ray import tune
 
-    base = yaml.safe_load(Path(config).read_text())
-    load_config(config)  # the base itself first: its own errors name the file
+    load_config(config, sets)  # the base itself first: its own errors (and --set's) name it
+    base = with_overrides(yaml.safe_load(Path(config).read_text()), parse_sets(sets))
     grid = parse_grid(grid_items)
     cells(base, grid, seeds, seconds, None)  # every cell refused or taken before Ray starts
+    path = Path(out) if out else Path(runs_dir).resolve() / f"tune-{name}" / "results.json"
+    earlier = earlier_records(path, list(grid), seconds) if append else []
     ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
     has_gpu = ray.cluster_resources().get("GPU", 0) >= 1
     gpus = 1.0 / concurrent if has_gpu else None  # each learner's share, in its trial's group
@@ -136,8 +140,7 @@ def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, co
         else:
             rec.update({k: v for k, v in r.metrics.items() if k in TRIAL_KEYS})
         records.append(rec)
-    records.sort(key=lambda rec: (tuple(str(rec[k]) for k in grid), rec["seed"]))
-    path = Path(out) if out else root / "results.json"
+    records = merged(records, earlier, list(grid))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(records, indent=1) + "\n")
     print_table(records, list(grid))
@@ -146,6 +149,34 @@ def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, co
                 f"{header['machine']}")
     print(f"wrote {path}" + (f" and {path.with_suffix('.png')}" if path.with_suffix(".png").exists() else ""))
     return records
+
+
+def earlier_records(path: Path, keys: list[str], seconds: float) -> list[dict]:
+    """--append: the trials already in `path`, which must be of the same grid keys and budget."""
+    if not path.is_file():
+        return []
+    try:
+        records = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--append: {path} is not a herd tune result ({e.msg})") from None
+    if not isinstance(records, list):
+        raise ConfigError(f"--append: {path} is not a herd tune result (not a list of trials)")
+    for rec in records:
+        if not isinstance(rec, dict) or any(k not in rec for k in keys) or rec.get("seconds") != seconds:
+            raise ConfigError(f"--append: {path} holds trials of another sweep (grid keys "
+                              f"{', '.join(keys)} at {seconds:.0f} s expected)")
+    return records
+
+
+def merged(records: list[dict], earlier: list[dict], keys: list[str]) -> list[dict]:
+    """This call's trials plus the earlier ones of other (cell, seed)s, sorted by cell and seed;
+    a trial run again replaces its earlier record."""
+    def trial_of(rec):
+        return tuple(rec[k] for k in keys), rec["seed"]
+
+    ran = {trial_of(rec) for rec in records}
+    out = records + [rec for rec in earlier if trial_of(rec) not in ran]
+    return sorted(out, key=lambda rec: (tuple(str(rec[k]) for k in keys), rec["seed"]))
 
 
 TRIAL_KEYS = ("job", "final_eval_return", "best_eval_return", "evaluations", "updates", "env_steps",

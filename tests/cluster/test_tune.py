@@ -10,6 +10,8 @@ import sys
 import pytest
 import yaml
 
+from herd.config import ConfigError
+from herd.tune import earlier_records, merged
 from tests.jobs import ROOT, SMALL
 
 pytestmark = pytest.mark.cluster
@@ -30,7 +32,8 @@ def test_tune_runs_each_cell_as_a_job_and_writes_flat_records(ray_cluster, tmp_p
     out = tmp_path / "sweep.json"
     # 30 s a trial: two side by side on 2 cores make their first update ~17-19 s into it
     r = tune(tmp_path, "--grid", "learner.batch_size=16,32", "--grid", "learner.replay_ratio=0.5",
-             "--seconds", str(SECONDS), "--concurrent", "2", "--name", "t", "--out", str(out))
+             "--seconds", str(SECONDS), "--concurrent", "2", "--name", "t", "--out", str(out),
+             "--set", "run.log_every_s=2")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     records = json.loads(out.read_text())
     assert [(rec["learner.batch_size"], rec["learner.replay_ratio"]) for rec in records] == [(16, 0.5), (32, 0.5)]
@@ -43,6 +46,7 @@ def test_tune_runs_each_cell_as_a_job_and_writes_flat_records(ray_cluster, tmp_p
         assert summary["final_eval"]["mean_return"] == rec["final_eval_return"]  # the job's own books
         cfg = yaml.safe_load((tmp_path / "runs" / "tune-t" / rec["job"] / "config.yaml").read_text())
         assert cfg["learner"]["batch_size"] == rec["learner.batch_size"]
+        assert cfg["run"]["log_every_s"] == 2  # --set (SMALL has 1), in every trial
     assert out.with_suffix(".png").stat().st_size > 1_000  # two keys: the heatmap
     assert "mean final return" in r.stdout
 
@@ -54,3 +58,36 @@ def test_a_bad_grid_value_is_refused_before_any_trial(tmp_path):
     assert not (tmp_path / "runs").exists()
     r = tune(tmp_path, "--grid", "learner.batch_sise=16", "--seconds", "5")
     assert r.returncode == 2 and "batch_sise" in r.stderr
+    r = tune(tmp_path, "--grid", "learner.batch_size=16", "--seconds", "5", "--set", "actors.num_actors=-1")
+    assert r.returncode == 2 and "num_actors" in r.stderr and "--set" in r.stderr
+
+
+def test_append_keeps_other_seeds_and_replaces_a_trial_run_again(tmp_path):
+    """A sweep split over several calls (--first-seed K --append): one table, one heatmap."""
+    key = "learner.batch_size"
+    earlier = [{key: 16, "seed": 1, "final_eval_return": 1.0, "seconds": 30},
+               {key: 32, "seed": 1, "final_eval_return": 2.0, "seconds": 30},
+               {key: 16, "seed": 2, "final_eval_return": 3.0, "seconds": 30}]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(earlier))
+    assert earlier_records(path, [key], 30) == earlier
+    now = [{key: 32, "seed": 2, "final_eval_return": 4.0}, {key: 16, "seed": 2, "final_eval_return": 5.0}]
+    out = merged(now, earlier_records(path, [key], 30), [key])
+    assert [(r[key], r["seed"], r["final_eval_return"]) for r in out] == [
+        (16, 1, 1.0), (16, 2, 5.0), (32, 1, 2.0), (32, 2, 4.0)]
+    assert earlier_records(tmp_path / "none.json", [key], 30) == []  # a first call: nothing yet
+
+
+def test_append_refuses_another_sweeps_file(tmp_path):
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps([{"learner.batch_size": 16, "seed": 1, "seconds": 30}]))
+    with pytest.raises(ConfigError, match="another sweep"):
+        earlier_records(path, ["learner.replay_ratio"], 30)  # other grid keys
+    with pytest.raises(ConfigError, match="another sweep"):
+        earlier_records(path, ["learner.batch_size"], 120)  # another budget
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not a herd tune result"):
+        earlier_records(path, ["learner.batch_size"], 30)
+    r = tune(tmp_path, "--grid", "learner.batch_size=16", "--seconds", "5", "--out", str(path), "--append")
+    assert r.returncode == 2 and "not a herd tune result" in r.stderr  # before any trial
+    assert not (tmp_path / "runs").exists()
