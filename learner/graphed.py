@@ -285,12 +285,10 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
       the CPU and after a fallback (the start-up timeline's first_compiled_update).
     graph_error: why the learner gave the graph up and trains eagerly; None when it did not.
     """
-    if step is None:
-        return {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
-                "first_compiled_unix": None, "graph_error": None}
-    return {"capture_s": step.capture_s, "graph_swap_s": step.swap_s,
-            "eager_updates": step.eager_updates, "first_compiled_unix": step.first_compiled_unix,
-            "graph_error": step.error}
+    return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
+            "eager_updates": getattr(step, "eager_updates", 0),
+            "first_compiled_unix": getattr(step, "first_compiled_unix", None),
+            "graph_error": getattr(step, "error", None)}
 
 
 class GraphPrep:
