@@ -78,8 +78,11 @@ class Cluster:
                f"--dashboard-port={dash}", f"--metrics-export-port={free_port()}",
                f"--dashboard-agent-listen-port={free_port()}", f"--ray-client-server-port={free_port()}",
                "--disable-usage-stats"] + ([f"--num-cpus={num_cpus}"] if num_cpus else [])
-        subprocess.run(cmd, check=True, env={**self.env, local.CLUSTER_MARKER_ENV: self.marker},
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = subprocess.run(cmd, check=False, env={**self.env, local.CLUSTER_MARKER_ENV: self.marker},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode:
+            self.close()  # what it started before failing
+            raise SystemExit(f"`ray start` failed: {r.stderr.strip()[-2000:]}")
         for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # this process's REST calls
             os.environ[key] = self.env[key]
         deadline = time.monotonic() + 120
@@ -87,6 +90,7 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise SystemExit(f"the bench cluster's dashboard never answered at {self.url}")
             time.sleep(1)
+        local.warm_up(self.env["RAY_ADDRESS"], {**self.env, local.CLUSTER_MARKER_ENV: self.marker})
 
     def job(self, job: str) -> dict:
         return json.loads(local.get(f"{self.url}/api/jobs/{job}"))
@@ -165,12 +169,27 @@ def table(records: list[dict]) -> None:
     console.print(t)
 
 
+def medians(records: list[dict]) -> None:
+    """Each mode's per-run first_update_s and actors_ready_s, and their medians."""
+    import statistics
+
+    for cold in sorted({r["cold"] for r in records}, reverse=True):
+        runs = [r for r in records if r["cold"] == cold]
+        for key in ("driver_exec_s", "actors_ready_s", "first_update_s"):
+            values = [r[key] for r in runs if r[key] is not None]
+            if values:
+                console.print(f"{'cold' if cold else 'warm'} {key}: {values} "
+                              f"median {statistics.median(values):.2f}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default="configs/demo.yaml")
     p.add_argument("--modes", default="cold,warm", help="cold, warm or both, in that order")
     p.add_argument("--seconds", type=float, default=None, help="the job's run.max_seconds")
     p.add_argument("--until-eval", action="store_true", help="stop each job after its first evaluation")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each mode (a fresh cluster each); "
+                   "the medians are printed after the table")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--num-cpus", type=int, default=None, help="the bench cluster's CPUs (default all)")
     p.add_argument("--timeout", type=float, default=900)
@@ -188,8 +207,8 @@ def main() -> int:
     cache = base / "compile-cache"  # cold fills it; warm (after cold) reads it
     records = []
     try:
-        for mode in modes:
-            work = base / mode
+        for i, mode in enumerate(m for m in modes for _ in range(args.repeat)):
+            work = base / f"{mode[0]}{i}"  # short: Ray's socket paths under it must fit 107 bytes
             work.mkdir()
             cfg_path = work / "job.yaml"
             cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -209,6 +228,8 @@ def main() -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)
+    if args.repeat > 1:
+        medians(records)
     path = result_path("startup", args.out, quick=False)
     save(records, path)
     console.print(f"wrote {path}")

@@ -197,7 +197,23 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         if time.monotonic() > deadline:
             raise RuntimeError(f"Ray started but its dashboard did not answer at {url}")
         time.sleep(1)
+    warm_up(f"{host}:{port}", env)
     return url
+
+
+def warm_up(address: str, env: dict, timeout: float = 60.0) -> None:
+    """Connect one throwaway driver to the new cluster and leave. Ray prestarts its workers when
+    the first driver connects; without this the first `herd submit` waits for that (its job
+    supervisor, then the driver's process, start later: bench/startup.py's driver_exec).
+    A separate process, in the cluster's environment (its token, its marker: `herd down`
+    stops it too), so that nothing of Ray stays in the caller; a failure only costs the gain."""
+    code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', "
+            "log_to_driver=False, include_dashboard=False); ray.shutdown()")
+    try:
+        subprocess.run([sys.executable, "-c", code, address], env=env, timeout=timeout, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def is_loopback_host(host: str) -> bool:

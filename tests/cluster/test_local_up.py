@@ -106,6 +106,12 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(f"http://127.0.0.1:{dash}/api/version", timeout=10)
         assert e.value.code == 401
+        # herd up's throwaway driver (Ray prestarts its workers for the first one) came, with
+        # the token, and went
+        req = urllib.request.Request(f"http://127.0.0.1:{dash}/api/jobs/",
+                                     headers={"Authorization": f"Bearer {token.read_text().strip()}"})
+        jobs = json.loads(urllib.request.urlopen(req, timeout=10).read())
+        assert [(j["type"], j["status"]) for j in jobs] == [("DRIVER", "SUCCEEDED")], jobs
         r = herd("list")
         assert r.returncode == 0, r.stderr
     finally:
