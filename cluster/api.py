@@ -41,15 +41,29 @@ class Job:
 
     def status(self) -> dict:
         """The live status `herd status --json` prints (rates, returns, buffer, lag); HerdError
-        while the job starts or after it ended."""
-        import ray
+        while the job starts or after it ended. Over the controller's endpoint when this machine
+        holds its record (no Ray driver: cluster/control.py), else through Ray, as the CLI."""
+        return self._call(lambda ep: ep.status(), lambda ctl: ctl.status.remote(), timeout=30)
 
-        from herd.cli import controller
+    def _call(self, on_endpoint, on_ray, timeout: float | None = None, not_running: bool = False):
+        """A controller call as the CLI makes it: `on_endpoint(endpoint)`, else (no endpoint on
+        record, or it did not answer) `ray.get(on_ray(actor))`. HerdError when it cannot be
+        made (NotRunning itself with `not_running`)."""
+        from herd import cli
 
+        args = argparse.Namespace(address=self._address, job=self.id)
         try:
-            ctl = controller(argparse.Namespace(address=self._address), self.id)
-            return ray.get(ctl.status.remote(), timeout=30)
-        except (NotRunning, UserError) as e:
+            out = cli.on_endpoint(args, on_endpoint)
+            if out is not None:
+                return out
+            import ray
+
+            return ray.get(on_ray(cli.controller(args, self.id)), timeout=timeout)
+        except NotRunning as e:
+            if not_running:
+                raise
+            raise HerdError(str(e)) from None
+        except UserError as e:
             raise HerdError(str(e)) from None
 
     def logs(self) -> str:
@@ -82,14 +96,10 @@ class Job:
 
     def stop(self) -> None:
         """Ask the job to stop (final checkpoint and summary are written)."""
-        import ray
-
-        from herd.cli import controller
-
         try:
-            ray.get(controller(argparse.Namespace(address=self._address), self.id).request_stop.remote())
+            self._call(lambda ep: ep.stop(), lambda ctl: ctl.request_stop.remote(), not_running=True)
         except NotRunning:
-            self._client.stop_job(self.id)
+            self._client.stop_job(self.id)  # nothing has trained yet: no checkpoint to write
 
 
 def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = None,

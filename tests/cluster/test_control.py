@@ -107,6 +107,22 @@ def test_the_status_path_imports_neither_ray_nor_torch(served):
     assert "herd.control" in modules and not modules & {"ray", "torch", "grpc", "numpy"}
 
 
+def test_the_python_api_takes_the_endpoint_too(served, tmp_path):
+    """herd.Job.status() / stop() answer as `herd status --json` / `herd stop` do, and without a
+    Ray driver (no ray import) where this machine holds the endpoint's record."""
+    job, fake, _ = served
+    cli = json.loads(herd("status", job, "--json").stdout)
+    code = ("import json, sys, herd; job = herd.Job(sys.argv[1], sys.argv[2], client=None); "
+            "print(json.dumps(job.status(), default=str)); job.stop(); "
+            "print(json.dumps(sorted(m for m in ('ray', 'torch', 'grpc') if m in sys.modules)))")
+    r = subprocess.run([sys.executable, "-c", code, job, str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    status, imported = (json.loads(ln) for ln in r.stdout.splitlines())
+    assert status == cli
+    assert fake.stopped and imported == []
+
+
 def test_a_stale_record_sends_the_cli_to_ray(tmp_path):
     """A record an ended job left (nothing listens there any more): the Ray path answers."""
     with socket.socket() as s:
