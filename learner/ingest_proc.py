@@ -55,7 +55,11 @@ class IngestProcess:
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
                  staging_batches: int, max_batch: int, status, pin: bool = False,
                  processes: int = 1, **server):
-        """`layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
+        """Starts the children and returns: each boots Python and imports torch meanwhile, and
+        wait_ready() (before the first take()) waits for their ports. The learner builds its
+        buffer and networks in between.
+
+        `layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
         one_step_discount) the children pack rows with; `server`: Ingest's keyword arguments;
         `pin`: page-lock the slots (CUDA), so rows go from them to the device by DMA alone."""
         if server.get("max_actors"):
@@ -63,25 +67,40 @@ class IngestProcess:
         server.update(max_batch=max_batch, peers=processes > 1)
         # a fixed learner.port (a mapped or firewalled one) gives fixed ports: port, port + 1, ...
         first = server["port"]
-        self.children = [_Child(spec, layout, dict(server, port=first + k if first else 0),
-                                staging_batches, pin) for k in range(processes)]
+        self.children: list[_Child] = []
+        try:
+            for k in range(processes):
+                self.children.append(_Child(spec, layout, dict(server, port=first + k if first else 0),
+                                            staging_batches, pin))
+        except BaseException:
+            self._kill()
+            raise
+        self.port: int | None = None
+        self._publisher = publisher
+        self._status, self._stopped = status, threading.Event()
+
+    def wait_ready(self) -> int:
+        """Wait until every child serves; the first one's port. Raises what stopped a child
+        (the others are killed)."""
         try:
             ports = [c.ready() for c in self.children]
         except BaseException:
-            for c in self.children:
-                c.proc.kill()
+            self._kill()
             raise
-        if processes > 1:
+        if len(self.children) > 1:
             for c in self.children:
                 c.request("peers", ports, c.port)
         self.port = ports[0]
-        self._publisher = publisher
-        self._status, self._stopped = status, threading.Event()
-        publisher.subscribe(self._forward_weights)
+        self._publisher.subscribe(self._forward_weights)
         self._forward_weights()
         self._feeder = threading.Thread(target=self._feed_status, name="herd-ingest-status",
                                         daemon=True)
         self._feeder.start()
+        return self.port
+
+    def _kill(self) -> None:
+        for c in self.children:
+            c.proc.kill()
 
     @property
     def pids(self) -> list[int]:
@@ -130,6 +149,8 @@ class IngestProcess:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.port is None:  # never served: nothing staged, no books to keep
+            return self._kill()
         self._feeder.join(timeout=5)
         for c in self.children:
             c.stop(grace)

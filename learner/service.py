@@ -86,38 +86,46 @@ class Learner:
         obs_dtype = getattr(torch, cfg.buffer_dtype)  # float32, bfloat16 or float16
         layout = dict(obs_shape=tuple(spec.obs_shape), action_dim=action_dim, obs_dtype=obs_dtype,
                       one_step_discount=cfg.gamma)
-        self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
-        self.table = ReplayTable(
-            self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
-            chunk_rows=2 * cfg.max_batch)
-        self.startup_unix["buffer"] = time.time()
-        self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
-        self.startup_unix["sac"] = time.time()
         self.publisher = WeightPublisher()
-        self.trainer = Trainer(self.sac, self.table, self.publisher,
-                               lambda limit, timeout: self.ingest.take(limit, timeout),
-                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
-        self._model_lock = self.trainer.model_lock
-        self._received_base = 0  # accepted by the learner this one was restored from
-        self.ingest: Ingest | IngestProcess | None = None
-        self.restarted = _restarted_by_ray()
-        self.restored: dict | None = None
-        if latest and (Path(latest) / "model.pt").exists():
-            checkpoint = latest
-        if checkpoint:
-            self.restore(checkpoint)
-        self._publish()
         server = dict(
             learner_id=self.learner_id, host=cfg.host, port=cfg.port, token=cfg.token,
             max_message_mb=cfg.max_message_mb, max_batch=cfg.max_batch,
             staging_batches=cfg.staging_batches, max_actors=cfg.max_actors,
             obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=cfg.tls_cert,
             tls_key=cfg.tls_key, status=self.status)
+        # ingest processes boot (Python, torch) while the buffer and the networks are built
+        starting = None
         if cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and self.device.type == "cuda"):
-            self.ingest = IngestProcess(spec, self.publisher, layout, pin=self.device.type == "cuda",
-                                        processes=cfg.ingest_processes, **server)
-        else:
-            self.ingest = Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
+            starting = IngestProcess(spec, self.publisher, layout, pin=self.device.type == "cuda",
+                                     processes=cfg.ingest_processes, **server)
+        self.ingest: Ingest | IngestProcess | None = None
+        try:
+            self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
+            self.table = ReplayTable(
+                self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
+                chunk_rows=2 * cfg.max_batch)
+            self.startup_unix["buffer"] = time.time()
+            self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
+            self.startup_unix["sac"] = time.time()
+            self.trainer = Trainer(self.sac, self.table, self.publisher,
+                                   lambda limit, timeout: self.ingest.take(limit, timeout),
+                                   publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
+            self._model_lock = self.trainer.model_lock
+            self._received_base = 0  # accepted by the learner this one was restored from
+            self.restarted = _restarted_by_ray()
+            self.restored: dict | None = None
+            if latest and (Path(latest) / "model.pt").exists():
+                checkpoint = latest
+            if checkpoint:
+                self.restore(checkpoint)
+            self._publish()
+            if starting is not None:
+                starting.wait_ready()
+        except BaseException:
+            if starting is not None:
+                starting.stop()
+            raise
+        self.ingest = starting or Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
         self.port = self.ingest.port
         self.trainer.start()
 

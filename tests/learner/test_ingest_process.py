@@ -165,3 +165,49 @@ def test_several_ingest_processes_each_actor_at_its_home(spec):
             c.close()
     finally:
         lrn.stop()
+
+
+def _started(pid: int) -> float:
+    """When process `pid` began, unix time (to /proc's clock tick and /proc/uptime's 10 ms)."""
+    with open(f"/proc/{pid}/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _ingest_children() -> list[int]:
+    """This process's ingest children still alive."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and b"learner.ingest_proc" in (entry / "cmdline").read_bytes()
+                    and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
+                    and _alive(int(entry.name))):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
+    """The children are started before the replay buffer and the networks are built (they boot
+    Python and torch meanwhile) and serve once the learner does; a build that fails leaves none."""
+    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+                                hidden_sizes=(256, 256), ingest_process="on", ingest_processes=2), spec)
+    try:
+        built = lrn.startup_unix["buffer"]
+        # 0.02 s: the tick of /proc's start time and the 10 ms of /proc/uptime
+        assert all(_started(pid) <= built + 0.02 for pid in lrn.ingest.pids)
+        with grpc.insecure_channel(lrn.address()) as ch:
+            reply = pb_grpc.LearnerStub(ch).Handshake(pb.HandshakeRequest(actor_id="early", spec=spec))
+        assert (reply.ingest_port or lrn.port) in {c.port for c in lrn.ingest.children}
+    finally:
+        lrn.stop()
+    before = set(_ingest_children())
+    with pytest.raises(FileNotFoundError):
+        Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
+                              hidden_sizes=(8,), ingest_process="on", ingest_processes=2), spec,
+                checkpoint=str(tmp_path / "none"))
+    time.sleep(0.5)
+    assert set(_ingest_children()) <= before
