@@ -32,12 +32,15 @@ import time
 from multiprocessing import connection, shared_memory
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from herd.learner.publisher import WeightPublisher
 from herd.proto import herd_pb2 as pb
+
+if TYPE_CHECKING:  # torch is imported where it is used: this module loads before it (boot())
+    import torch
 
 log = logging.getLogger("herd.learner")
 SLOT_ROWS = 512
@@ -52,32 +55,39 @@ class IngestProcess:
     .ingest_port, by a stable hash of actor_id): every connection of an actor goes to one
     process, which keeps its dedup exact. max_actors is shared out evenly among them."""
 
-    def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
-                 staging_batches: int, max_batch: int, status, pin: bool = False,
-                 processes: int = 1, **server):
-        """Starts the children and returns: each boots Python and imports torch meanwhile, and
-        wait_ready() (before the first take()) waits for their ports. The learner builds its
-        buffer and networks in between.
+    def __init__(self, processes: int = 1):
+        """Boots `processes` children and returns at once: each starts Python and imports torch
+        and gRPC while the learner imports its own and builds its buffer and networks; start()
+        then hands them their work, wait_ready() waits for their ports."""
+        self.children: list[_Child] = []
+        try:
+            for _ in range(processes):
+                self.children.append(_Child())
+        except BaseException:
+            self._kill()
+            raise
+        self.port: int | None = None
+        self._stopped = threading.Event()
 
-        `layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
+    def start(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
+              staging_batches: int, max_batch: int, status, pin: bool = False, **server) -> None:
+        """`layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
         one_step_discount) the children pack rows with; `server`: Ingest's keyword arguments;
         `pin`: page-lock the slots (CUDA), so rows go from them to the device by DMA alone."""
+        processes = len(self.children)
         if server.get("max_actors"):
             server["max_actors"] = -(-server["max_actors"] // processes)
         server.update(max_batch=max_batch, peers=processes > 1)
         # a fixed learner.port (a mapped or firewalled one) gives fixed ports: port, port + 1, ...
         first = server["port"]
-        self.children: list[_Child] = []
         try:
-            for k in range(processes):
-                self.children.append(_Child(spec, layout, dict(server, port=first + k if first else 0),
-                                            staging_batches, pin))
+            for k, c in enumerate(self.children):
+                c.start(spec, layout, dict(server, port=first + k if first else 0), staging_batches, pin)
         except BaseException:
             self._kill()
             raise
-        self.port: int | None = None
         self._publisher = publisher
-        self._status, self._stopped = status, threading.Event()
+        self._status = status
 
     def wait_ready(self) -> int:
         """Wait until every child serves; the first one's port. Raises what stopped a child
@@ -100,7 +110,7 @@ class IngestProcess:
 
     def _kill(self) -> None:
         for c in self.children:
-            c.proc.kill()
+            c.kill()
 
     @property
     def pids(self) -> list[int]:
@@ -159,7 +169,26 @@ class IngestProcess:
 class _Child:
     """One ingest process: its shared slots, its two pipes, its books once it has stopped."""
 
-    def __init__(self, spec: pb.EnvSpec, layout: dict, server: dict, staging_batches: int, pin: bool):
+    def __init__(self):
+        # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
+        # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
+        self.data, child_data = mp.Pipe()
+        self._ctrl, child_ctrl = mp.Pipe()
+        self._ctrl_lock = threading.Lock()
+        self._held: list[int] = []  # slots handed to the trainer by the last take()
+        self._final: dict | None = None
+        fds = (child_data.fileno(), child_ctrl.fileno())
+        root = str(Path(__file__).resolve().parent.parent)
+        boot = (f"import sys; sys.path.insert(0, {root!r}); "
+                f"from learner.ingest_proc import main; main({fds[0]}, {fds[1]})")
+        self.proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
+        child_data.close()
+        child_ctrl.close()
+
+    def start(self, spec: pb.EnvSpec, layout: dict, server: dict, staging_batches: int, pin: bool):
+        """The shared slots, and the child's work: it serves once it has booted."""
+        import torch
+
         max_batch = server["max_batch"]
         rows = min(max_batch, SLOT_ROWS)
         slots = max(staging_batches, -(-max_batch // rows))
@@ -176,26 +205,18 @@ class _Child:
             if int(err) != 0:  # not cudaSuccess: still right, one host copy slower
                 log.warning("ingest slots could not be page-locked (%s): rows go through a "
                             "pinned copy", err)
-        # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
-        # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
-        self.data, child_data = mp.Pipe()
-        self._ctrl, child_ctrl = mp.Pipe()
-        self._ctrl_lock = threading.Lock()
-        self._held: list[int] = []  # slots handed to the trainer by the last take()
-        self._final: dict | None = None
-        fds = (child_data.fileno(), child_ctrl.fileno())
-        root = str(Path(__file__).resolve().parent.parent)
-        boot = (f"import sys; sys.path.insert(0, {root!r}); "
-                f"from learner.ingest_proc import main; main({fds[0]}, {fds[1]})")
-        self.proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
-        child_data.close()
-        child_ctrl.close()
         self._ctrl.send((spec.SerializeToString(), layout, server, self._shm.name, slots, rows))
+
+    def kill(self) -> None:
+        """End the process at once; its slots go with it (unless it served: then unlinked)."""
+        self.proc.kill()
+        shm = getattr(self, "_shm", None)
+        if shm is not None and getattr(self, "port", None) is None:
+            shm.unlink()
 
     def ready(self) -> int:
         """The child's port, once it serves; raises what stopped it."""
         if not self._ctrl.poll(120):
-            self.proc.kill()
             raise RuntimeError("the ingest process did not start within 120 s")
         kind, value = self._ctrl.recv()
         if kind == "error":
@@ -290,6 +311,8 @@ class SlotStaging:
 
 
 def _row_width(layout: dict) -> int:
+    import torch
+
     from herd.learner.replay import ReplayBuffer
 
     return ReplayBuffer(1, **layout, device=torch.device("cpu")).row_width
@@ -298,11 +321,17 @@ def _row_width(layout: dict) -> int:
 def main(data_fd: int, ctrl_fd: int) -> None:
     """The ingest process: Ingest's server and servicer, packing into the shared slots."""
     data, ctrl = Connection(data_fd), Connection(ctrl_fd)
-    spec_bytes, layout, server, shm_name, slots, rows = ctrl.recv()
+    import torch  # all the imports first: the parent builds its learner meanwhile
+
     from herd.learner.ingest import counts
     from herd.learner.replay import ReplayBuffer
     from herd.learner.server import Server
     from herd.learner.servicer import LearnerServicer
+
+    try:
+        spec_bytes, layout, server, shm_name, slots, rows = ctrl.recv()
+    except (EOFError, OSError):  # the learner went away before it had work for this process
+        return
 
     try:
         with open(f"/dev/shm/{shm_name}", "r+b") as f:  # mapped as is: the parent unlinks it

@@ -50,6 +50,20 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def ingest_in_processes(cfg: LearnerConfig, cuda: bool) -> bool:
+    """Whether ingest runs in processes of its own (learner/ingest_proc.py)."""
+    return cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and cuda)
+
+
+def cuda_likely(name: str) -> bool:
+    """pick_device(name) is CUDA, as far as can be told before torch is imported: asked for, or
+    auto on a machine with an NVIDIA driver whose GPUs are not all hidden."""
+    if name.startswith("cuda"):
+        return True
+    return (name == "auto" and os.path.exists("/dev/nvidiactl")
+            and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "")
+
+
 class Learner:
     """Owns and wires the replay table, the trainer, the weight publisher and ingest."""
 
@@ -61,6 +75,26 @@ class Learner:
 
         # the start-up timeline's learner_* phases (cluster/startup.py), this process's clock
         self.startup_unix = {"process": process_started(), "init": time.time()}
+        from herd.learner.ingest_proc import IngestProcess
+
+        # ingest processes boot (Python, torch, gRPC) while this one imports torch and builds
+        # the buffer and the networks; with device auto, on the guess that CUDA is there
+        self._starting: IngestProcess | None = (
+            IngestProcess(cfg.ingest_processes) if ingest_in_processes(cfg, cuda_likely(cfg.device))
+            else None)
+        try:
+            self._build(cfg, spec, checkpoint, latest)
+        except BaseException:
+            if self._starting is not None:
+                self._starting.stop()
+            raise
+        self.port = self.ingest.port
+        self.trainer.start()
+
+    def _build(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None,
+               latest: str | None) -> None:
+        """The device, the replay table, the networks, the trainer and ingest (its processes
+        serving, when it has them: self._starting)."""
         import torch
 
         from herd.learner.ingest import Ingest
@@ -93,41 +127,35 @@ class Learner:
             staging_batches=cfg.staging_batches, max_actors=cfg.max_actors,
             obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=cfg.tls_cert,
             tls_key=cfg.tls_key, status=self.status)
-        # ingest processes boot (Python, torch) while the buffer and the networks are built
-        starting = None
-        if cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and self.device.type == "cuda"):
-            starting = IngestProcess(spec, self.publisher, layout, pin=self.device.type == "cuda",
-                                     processes=cfg.ingest_processes, **server)
+        if ingest_in_processes(cfg, self.device.type == "cuda"):
+            self._starting = self._starting or IngestProcess(cfg.ingest_processes)
+            self._starting.start(spec, self.publisher, layout, pin=self.device.type == "cuda", **server)
+        elif self._starting is not None:  # the guess was wrong: no CUDA
+            self._starting.stop()
+            self._starting = None
         self.ingest: Ingest | IngestProcess | None = None
-        try:
-            self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
-            self.table = ReplayTable(
-                self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
-                chunk_rows=2 * cfg.max_batch)
-            self.startup_unix["buffer"] = time.time()
-            self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
-            self.startup_unix["sac"] = time.time()
-            self.trainer = Trainer(self.sac, self.table, self.publisher,
-                                   lambda limit, timeout: self.ingest.take(limit, timeout),
-                                   publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
-            self._model_lock = self.trainer.model_lock
-            self._received_base = 0  # accepted by the learner this one was restored from
-            self.restarted = _restarted_by_ray()
-            self.restored: dict | None = None
-            if latest and (Path(latest) / "model.pt").exists():
-                checkpoint = latest
-            if checkpoint:
-                self.restore(checkpoint)
-            self._publish()
-            if starting is not None:
-                starting.wait_ready()
-        except BaseException:
-            if starting is not None:
-                starting.stop()
-            raise
-        self.ingest = starting or Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
-        self.port = self.ingest.port
-        self.trainer.start()
+        self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
+        self.table = ReplayTable(
+            self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
+            chunk_rows=2 * cfg.max_batch)
+        self.startup_unix["buffer"] = time.time()
+        self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
+        self.startup_unix["sac"] = time.time()
+        self.trainer = Trainer(self.sac, self.table, self.publisher,
+                               lambda limit, timeout: self.ingest.take(limit, timeout),
+                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
+        self._model_lock = self.trainer.model_lock
+        self._received_base = 0  # accepted by the learner this one was restored from
+        self.restarted = _restarted_by_ray()
+        self.restored: dict | None = None
+        if latest and (Path(latest) / "model.pt").exists():
+            checkpoint = latest
+        if checkpoint:
+            self.restore(checkpoint)
+        self._publish()
+        if self._starting is not None:
+            self._starting.wait_ready()
+        self.ingest = self._starting or Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
 
     # ---- the books restore() and _snapshot() read and write, kept by the components ----
     @property

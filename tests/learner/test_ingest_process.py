@@ -191,14 +191,15 @@ def _ingest_children() -> list[int]:
 
 
 def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
-    """The children are started before the replay buffer and the networks are built (they boot
-    Python and torch meanwhile) and serve once the learner does; a build that fails leaves none."""
+    """The children are started before the learner imports torch and builds its replay buffer
+    and networks (they boot Python and torch meanwhile) and serve once the learner does; a build
+    that fails leaves none."""
     lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
                                 hidden_sizes=(256, 256), ingest_process="on", ingest_processes=2), spec)
     try:
-        built = lrn.startup_unix["buffer"]
+        torch_in = lrn.startup_unix["device"]  # torch imported, the device ready
         # 0.02 s: the tick of /proc's start time and the 10 ms of /proc/uptime
-        assert all(_started(pid) <= built + 0.02 for pid in lrn.ingest.pids)
+        assert all(_started(pid) <= torch_in + 0.02 for pid in lrn.ingest.pids)
         with grpc.insecure_channel(lrn.address()) as ch:
             reply = pb_grpc.LearnerStub(ch).Handshake(pb.HandshakeRequest(actor_id="early", spec=spec))
         assert (reply.ingest_port or lrn.port) in {c.port for c in lrn.ingest.children}
@@ -209,5 +210,7 @@ def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
         Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
                               hidden_sizes=(8,), ingest_process="on", ingest_processes=2), spec,
                 checkpoint=str(tmp_path / "none"))
+    with pytest.raises(RuntimeError, match="sees no GPU"):  # booted, never given work
+        Learner(LearnerConfig(device="cuda", ingest_process="on"), spec)
     time.sleep(0.5)
     assert set(_ingest_children()) <= before
