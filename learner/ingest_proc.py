@@ -39,7 +39,7 @@ import numpy as np
 from herd.learner.publisher import WeightPublisher
 from herd.proto import herd_pb2 as pb
 
-if TYPE_CHECKING:  # torch is imported where it is used: this module loads before it (boot())
+if TYPE_CHECKING:  # torch where it is used: the learner boots the children before its import
     import torch
 
 log = logging.getLogger("herd.learner")

@@ -75,13 +75,13 @@ class Learner:
 
         # the start-up timeline's learner_* phases (cluster/startup.py), this process's clock
         self.startup_unix = {"process": process_started(), "init": time.time()}
-        from herd.learner.ingest_proc import IngestProcess
-
         # ingest processes boot (Python, torch, gRPC) while this one imports torch and builds
         # the buffer and the networks; with device auto, on the guess that CUDA is there
-        self._starting: IngestProcess | None = (
-            IngestProcess(cfg.ingest_processes) if ingest_in_processes(cfg, cuda_likely(cfg.device))
-            else None)
+        self._starting: IngestProcess | None = None
+        if ingest_in_processes(cfg, cuda_likely(cfg.device)):
+            from herd.learner.ingest_proc import IngestProcess
+
+            self._starting = IngestProcess(cfg.ingest_processes)
         try:
             self._build(cfg, spec, checkpoint, latest)
         except BaseException:
