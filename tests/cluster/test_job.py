@@ -61,6 +61,14 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     assert slow["learner"].keys() == fast["learner"].keys()
     assert slow["learner"]["learner_id"] == fast["learner"]["learner_id"]
     assert [a["actor_id"] for a in slow["actors"]] == [a["actor_id"] for a in fast["actors"]]
+    # herd.Job.status() of the Python API takes the endpoint too: no Ray driver, the same answer
+    code = ("import json, sys, herd; st = herd.Job(sys.argv[1], sys.argv[2], client=None).status(); "
+            "print(json.dumps({'status': st, 'ray': 'ray' in sys.modules}, default=str))")
+    r = subprocess.run([sys.executable, "-c", code, job, str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, check=True)
+    api = json.loads(r.stdout)
+    assert not api["ray"] and api["status"].keys() == fast.keys() and api["status"]["job_id"] == job
+    assert api["status"]["learner"]["learner_id"] == fast["learner"]["learner_id"]
     assert f"{job}  RUNNING" in herd("list").stdout
 
     # ---- live scaling, learner untouched ----
