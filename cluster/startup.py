@@ -18,8 +18,8 @@ process began), keys `<phase>_s` in summary.json's "startup":
     learner_buffer   the replay ring allocated
     learner_sac      the SAC networks and optimizers built
     learner_listening  the learner's gRPC server answers (as the driver sees it); after
-                     learner_sac its ingest starts: on CUDA, processes of its own that boot
-                     Python and torch (learner/ingest_proc.py)
+                     learner_sac it waits for its ingest: on CUDA, processes of its own,
+                     booted first thing in learner_init (learner/ingest_proc.py)
     actors_process   the last env actor's worker process began
     actors_init      the last env actor's EnvActor.__init__ entered
     actors_ready     every env actor answered
