@@ -22,6 +22,15 @@ CFG = {**SMALL, "actors": {**SMALL["actors"], "num_cpus": 1.0},
        "run": {**SMALL["run"], "name": "scale"}}
 
 
+def actor_counts(run_dir) -> list[int]:
+    """The `actors` column of a run's metrics.csv so far ([] before its first row)."""
+    try:
+        with open(run_dir / "metrics.csv") as f:
+            return [int(r["actors"]) for r in csv.DictReader(f)]
+    except FileNotFoundError:
+        return []
+
+
 def stepping(job: str, n: int, after: dict[str, int]):
     """The status once n actors run and each has stepped beyond `after` (its steps so far)."""
     s = status(job)
@@ -56,6 +65,11 @@ def test_scale_up_and_down_then_past_the_cpus_then_stop(ray_cluster, tmp_path):
             assert s["learner"]["received"] >= received
             received = s["learner"]["received"]
             seen_ids |= {a["actor_id"] for a in s["actors"]}
+            # metrics.csv's rows follow the count: the driver writes one per pass of its loop
+            # (log_every_s plus the status, evaluation and checkpoint work of that pass, seconds
+            # on 2 cores), so the row is waited for before the next change, not raced
+            wait_for(lambda n=n: n in actor_counts(tmp_path / "runs" / job), 30,
+                     f"a metrics.csv row with {n} actors", poll=0.5)
             # a scaled-away actor hands in its final stats: everything it sent was acknowledged
             for r in s["retired"]:
                 assert r["acked"] == r["steps"] == r["sent"], r
@@ -98,6 +112,5 @@ def test_scale_up_and_down_then_past_the_cpus_then_stop(ray_cluster, tmp_path):
     assert int(lr["rejected_batches"]) == 0
     assert lr["learner_id"] == learner_id
     assert (run_dir / "checkpoint" / "model.pt").is_file()
-    with open(run_dir / "metrics.csv") as f:
-        counts = [int(r["actors"]) for r in csv.DictReader(f)]
+    counts = actor_counts(run_dir)
     assert 3 in counts and counts[-1] == 1
