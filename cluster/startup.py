@@ -24,7 +24,8 @@ process began), keys `<phase>_s` in summary.json's "startup":
     actors_init      the last env actor's EnvActor.__init__ entered
     actors_ready     every env actor answered
     first_rows       the replay ring took its first rows
-    first_update     the first SAC update was made (eager on CUDA while the graph compiles)
+    first_update     the first SAC update was made (on CUDA, by the uncompiled graph while the
+                     compiled one is built: learner.graph_in_background)
     first_compiled_update  the first update of the compiled/captured graph, at the time the
                      learner reports (first_compiled_unix, its clock); null on the CPU and
                      when the learner gave the graph up (its graph_error says why)

@@ -15,11 +15,12 @@ When the capture happens:
   config and shapes, fresh weights) and runs its warm-up against the live ring, read only, on
   a side stream, which fills inductor's and triton's caches (this process's and the disk's).
   The first call after that finished compiles the live SAC from those caches and captures as
-  `capture()` does; the compiled graph replaces the uncompiled one from then on. Eager calls
-  of the family's update ran at ~90 updates/s on the H200 beside the compile (launch- and
-  GIL-bound; bench/results/startup-bg-nvidia-h200.json); a graph replay is one launch. Why: on the H200 a cold Humanoid job's learner
-  listened at 32.6 s after submit but made its first update at 75 s, all of it compile and
-  capture (42 s cold, ~4 s with a warm inductor cache) before the loop's first insert.
+  `capture()` does; the compiled graph replaces the uncompiled one from then on.
+  Why: on the H200 a cold Humanoid job's learner listened at 32.6 s after submit but made its
+  first update at 75 s, all of it compile and capture (42 s cold, ~4 s with a warm inductor
+  cache) before the loop's first insert. Why the uncompiled graph and not eager calls: eager
+  calls of the family's update ran at ~90 updates/s beside the compile (launch- and GIL-bound;
+  bench/results/startup-bg-nvidia-h200.json); a graph replay is one launch.
   If the preparation or the swap's capture fails, one line is logged and calls go on with
   the uncompiled graph, or eagerly (never the learner's death: slower, not wrong).
 """
@@ -99,7 +100,7 @@ class GraphedUpdate:
             self._events = [torch.cuda.Event(blocking=True) for _ in range(in_flight)]
         self.calls = 0
         self.prep: GraphPrep | None = None  # a background preparation not yet taken up
-        self._rng: RngFloor | None = None  # around eager updates while `prep` runs
+        self._rng: RngFloor | None = None  # around the calls made while `prep` runs
         # what the status reports (graph_stats)
         self.prepare_s = 0.0  # the background preparation's wall time (0: there was none)
         self.swap_s = 0.0  # the calling thread's stop for compile + warm-up + capture
@@ -107,7 +108,7 @@ class GraphedUpdate:
         self.eager_updates = 0  # updates made before the compiled graph (uncompiled graph or eager)
         self.interim_s = 0.0  # the uncompiled graph's capture (the training thread, before any update)
         self.first_compiled_unix: float | None = None  # the first compiled/captured call
-        self.error: str | None = None  # why the graph was given up (calls stay eager)
+        self.error: str | None = None  # why the compiled graph was given up
 
     def _run(self) -> torch.Tensor:
         out = None
@@ -118,14 +119,13 @@ class GraphedUpdate:
     def __call__(self) -> torch.Tensor:
         if self.use_graph and (self.graph is None or self.interim):
             self._capture_when_ready()
-        if self.graph is None:
-            out = self._eager()
-        elif self.interim and self.prep is not None:  # the uncompiled graph, while preparing
+        run = self._run if self.graph is None else self._replay
+        if self.prep is None:
+            out = run()
+        else:  # the compiled graph is being prepared: the uncompiled graph (or eager) meanwhile
             self.eager_updates += self.k
             with self._rng:
-                out = self._replay()
-        else:
-            out = self._replay()
+                out = run()
         if self.first_compiled_unix is None and (
                 (self.graph is not None and not self.interim) or self.compiled):
             self.first_compiled_unix = time.time()
@@ -141,13 +141,6 @@ class GraphedUpdate:
             self.graph.replay()
         self.calls += 1
         return self.out
-
-    def _eager(self) -> torch.Tensor:
-        if self.prep is None:
-            return self._run()
-        self.eager_updates += self.k  # the graph is still being prepared
-        with self._rng:
-            return self._run()
 
     def _capture_when_ready(self) -> None:
         """Capture now, unless a background preparation is still running (or failed)."""
@@ -183,9 +176,10 @@ class GraphedUpdate:
             self.capture()
 
     def prepare_in_background(self) -> None:
-        """Start the graph's cold work (compile, first kernels) on a thread of its own; calls
-        run eagerly until it is done, then the next one captures. Nothing to do on the CPU or
-        with the graph off."""
+        """Capture the uncompiled graph now and start the compiled one's cold work (compile,
+        first kernels) on a thread of its own; calls replay the uncompiled graph (or run
+        eagerly, if it failed) until that is done, then the next one captures. Nothing to do on
+        the CPU or with the graph off."""
         if not self.use_graph or self.graph is not None or self.prep is not None:
             return
         self._rng = RngFloor(self.sac.device)  # its floor from before the capture's warm-up
@@ -196,15 +190,10 @@ class GraphedUpdate:
         """The uncompiled graph, captured on this thread before the compile starts on its own:
         what calls replay until the compiled one takes over. If it fails, they run eagerly."""
         t0 = time.perf_counter()
-        before = snapshot(self.sac)
         try:
-            self._warm_up()
-            rollback(self.sac, before)
-            self.graph, self.out = self._record()
+            self.graph, self.out = self._warm_up_and_record()
             self.interim = True
         except Exception as e:
-            rollback(self.sac, before)
-            self.graph = None
             log.debug("uncompiled CUDA graph capture failed", exc_info=True)
             log.warning("herd learner: the uncompiled CUDA graph failed (%s); eager updates until "
                         "the compiled graph is ready", one_line(e))
@@ -216,15 +205,8 @@ class GraphedUpdate:
         t0 = time.perf_counter()
         with COMPILING:
             self._compile()
-            before = snapshot(self.sac)
-            try:
-                self._warm_up()
-                rollback(self.sac, before)
-                old, (self.graph, self.out) = self.graph, self._record()
-            except BaseException:
-                rollback(self.sac, before)
-                raise
-        if old is not None and hasattr(old, "reset"):
+            old, (self.graph, self.out) = self.graph, self._warm_up_and_record()
+        if old is not None:
             old.reset()  # the uncompiled graph's memory pool goes back
         self.interim = False
         self.swap_s = time.perf_counter() - t0
@@ -244,6 +226,17 @@ class GraphedUpdate:
         for opt in (sac.critic_opt, sac.actor_opt):
             opt._fn = adam_flat_
         self.compiled = False
+
+    def _warm_up_and_record(self) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+        """Warm up, roll back, capture; on failure the live tensors are put back as they were."""
+        before = snapshot(self.sac)
+        try:
+            self._warm_up()
+            rollback(self.sac, before)
+            return self._record()
+        except BaseException:
+            rollback(self.sac, before)
+            raise
 
     def _warm_up(self) -> None:
         dev = self.sac.device
@@ -283,7 +276,8 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
       graph, or eagerly where that could not be captured).
     first_compiled_unix: time.time() of the first compiled/captured call; None until then, on
       the CPU and after a fallback (the start-up timeline's first_compiled_update).
-    graph_error: why the learner gave the graph up and trains eagerly; None when it did not.
+    graph_error: why the learner gave the compiled graph up (it trains on the uncompiled one,
+      or eagerly); None when it did not.
     """
     return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
             "eager_updates": getattr(step, "eager_updates", 0),

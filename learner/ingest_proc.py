@@ -208,7 +208,8 @@ class _Child:
         self._ctrl.send((spec.SerializeToString(), layout, server, self._shm.name, slots, rows))
 
     def kill(self) -> None:
-        """End the process at once; its slots go with it (unless it served: then unlinked)."""
+        """End the process at once. Slots of a child that never served are unlinked here; a
+        serving child's are unlinked by stop(), after its books are read."""
         self.proc.kill()
         shm = getattr(self, "_shm", None)
         if shm is not None and getattr(self, "port", None) is None:

@@ -75,14 +75,13 @@ class Trainer:
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, ring.inserted)
         try:
-            if self.cfg.graph_in_background:
-                # CUDA: the uncompiled graph is captured now (a warm-up on the live model,
-                # rolled back: under the lock) and replayed while the compiled one is built on
-                # a thread of its own (a twin SAC); a later call swaps it in (learner/graphed.py)
-                with self.model_lock:
+            with self.model_lock:  # both warm up on the live model and roll it back
+                if self.cfg.graph_in_background:
+                    # CUDA: the uncompiled graph is captured now and replayed while the
+                    # compiled one is built on a thread of its own (a twin SAC); a later call
+                    # swaps it in (learner/graphed.py)
                     self.step.prepare_in_background()
-            else:
-                with self.model_lock:
+                else:
                     self.step.prepare()  # compile + capture while the actors start up
             while not self._stop.is_set():
                 may_insert, may_update = self.table.limits(self.updates)

@@ -54,6 +54,9 @@ class FakeGraph:
         self.replays += 1
         self.step.out = self.step._run()
 
+    def reset(self) -> None:  # CUDAGraph.reset: its memory pool goes back
+        self.resets = getattr(self, "resets", 0) + 1
+
 
 def graphable(sac: SAC, buf: ReplayBuffer, k: int) -> GraphedUpdate:
     """A GraphedUpdate on the graph path on the CPU; `step.captures` counts the captures."""
@@ -119,6 +122,7 @@ def test_the_uncompiled_graph_until_the_preparation_is_done_then_the_compiled_at
     for _ in range(3):
         step()
     assert step.captures == 2 and step.graph.replays == 4 and uncompiled.replays == 5
+    assert uncompiled.resets == 1  # released at the swap
     assert adam_steps(sac) == 2 * 9  # 9 calls of 2 updates: none lost, none run twice
     stats = graph_stats(step)
     assert stats["eager_updates"] == 10 and stats["graph_error"] is None
