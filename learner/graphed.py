@@ -28,6 +28,7 @@ When the capture happens:
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 
@@ -285,6 +286,10 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
             "graph_error": getattr(step, "error", None)}
 
 
+SWITCH_S = 0.0002
+"""The GIL switch interval while the compiled graph is prepared on its own thread."""
+
+
 class GraphPrep:
     """warm_twin(twin, ...) on a thread of its own; `done` is set when it returned or failed."""
 
@@ -298,6 +303,11 @@ class GraphPrep:
 
     def _run(self) -> None:
         t0 = time.perf_counter()
+        # The compile is pure Python for tens of seconds: the training thread, back from each
+        # replay's event wait, waits for the GIL up to the switch interval (5 ms by default,
+        # about one replay of 4 family updates). Shortened while this runs (SWITCH_S).
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, SWITCH_S))
         try:
             with COMPILING:
                 warm_twin(*self._work)
@@ -305,6 +315,7 @@ class GraphPrep:
             log.debug("CUDA graph preparation failed", exc_info=True)
             self.error = one_line(e)
         finally:
+            sys.setswitchinterval(interval)
             self._work = None  # the twin is let go before the training thread may capture
             self.seconds = time.perf_counter() - t0
             self.done.set()

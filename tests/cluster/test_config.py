@@ -21,9 +21,13 @@ def _write(tmp_path, text):
 
 
 def test_shipped_configs_load():
-    for name in ("demo.yaml", "humanoid.yaml"):
+    shipped = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
+    assert {"demo.yaml", "humanoid.yaml", "hopper.yaml", "walker2d.yaml"} <= set(shipped)
+    for name in shipped:
         cfg = load_config(ROOT / "configs" / name)
-        assert cfg.env.id.endswith("-v5")
+        assert cfg.env.id.endswith("-v5"), name
+        stem = name.removesuffix(".yaml").removesuffix("-plain")
+        assert cfg.env.id.lower().startswith(stem) or name == "demo.yaml", name  # named for its task
 
 
 def test_malformed_yaml_names_the_file(tmp_path):

@@ -14,6 +14,7 @@ then captured synchronously (same seeds), with and without torch.compile.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 
@@ -199,6 +200,27 @@ def test_a_failed_swap_keeps_the_uncompiled_graph(monkeypatch, caplog) -> None:
     assert step.interim and not step.use_graph and adam_steps(sac) == 6
     assert step.error.startswith("capture: RuntimeError")
     assert step.first_compiled_unix is None and not step.compiled
+
+
+@pytest.mark.parametrize("fail", [None, RuntimeError("inductor fell over")])
+def test_the_gil_switch_interval_is_short_while_preparing_and_restored_after(monkeypatch,
+                                                                               fail) -> None:
+    seen = []
+
+    def warm_twin(*a):
+        seen.append(sys.getswitchinterval())
+        if fail is not None:
+            raise fail
+
+    monkeypatch.setattr(graphed, "warm_twin", warm_twin)
+    before = sys.getswitchinterval()
+    assert before > graphed.SWITCH_S  # the default 5 ms
+    sac, buf = make()
+    prep = graphed.GraphPrep(twin_of(sac), buf, 2, None, 1)
+    assert prep.done.wait(5)
+    assert seen == [pytest.approx(graphed.SWITCH_S)]
+    assert sys.getswitchinterval() == pytest.approx(before)
+    assert (prep.error is None) == (fail is None)
 
 
 def test_without_a_background_preparation_the_first_call_captures(monkeypatch) -> None:
