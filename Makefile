@@ -92,11 +92,12 @@ bench-family: ## the family beside plain SAC on one task, 2 minutes each: make b
 	  --set env.id=$(or $(TASK),Walker2d-v5) --set run.stop_at_target=false --set run.target_return=null \
 	  --seconds 120 --out bench/results/family-$(or $(TASK),Walker2d-v5)-nvidia-h200.json
 
-bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one seed per GPU call: make bench-sweep SEED=1 (then 2, 3)
+bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one batch size per GPU call: make bench-sweep BATCH=512 (then 1024, 2048); 3 ratios x 3 seeds, compile cache warmed first
 	$(PYTHON) -m herd up
-	$(PYTHON) -m herd tune configs/humanoid.yaml --grid learner.batch_size=512,1024,2048 \
+	$(PYTHON) -m herd precompile configs/humanoid.yaml --set learner.batch_size=$(or $(BATCH),512)
+	$(PYTHON) -m herd tune configs/humanoid.yaml --grid learner.batch_size=$(or $(BATCH),512) \
 	  --grid learner.replay_ratio=0.025,0.05,0.1 --set actors.num_actors=4 --seconds 120 --concurrent 3 \
-	  --seeds 1 --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
+	  --seeds $(or $(SEEDS),3) --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
 
 bench-ablation: ## each piece of the family off in turn on Humanoid-v5 (PIECES=all or a comma list; several GPU calls)
 	$(PYTHON) -m herd up

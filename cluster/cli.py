@@ -516,7 +516,7 @@ def cmd_precompile(args) -> int:
     from herd.learner.service import pick_device
 
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, args.set or ())
         d = check_env(cfg)
         device = pick_device(cfg.learner.device)
     except (ConfigError, EnvError, RuntimeError) as e:
@@ -612,6 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="Herd jobs on the cluster").set_defaults(fn=cmd_list)
     s = sub.add_parser("precompile", help="compile a config's GPU update once (warm cache for jobs)")
     s.add_argument("config", help="YAML job config")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override the config as `herd submit --set` does, e.g. --set learner.batch_size=512")
     s.set_defaults(fn=cmd_precompile)
     s = sub.add_parser("tune", help="a grid of jobs on Ray Tune (each trial one job, fixed budget)")
     s.add_argument("config", help="YAML job config the grid varies")

@@ -42,6 +42,15 @@ def test_precompile_refuses_a_bad_config(tmp_path) -> None:
     assert r.returncode == 2 and "NoSuchEnv-v0" in r.stderr
 
 
+def test_precompile_takes_sets_like_submit(tmp_path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    r = herd("precompile", str(path), "--set", "learner.batch_size=-3", check=False)
+    assert r.returncode == 2 and "learner.batch_size" in r.stderr  # the --set was applied, validated
+    r = herd("precompile", str(path), "--set", "env.id=NoSuchEnv-v0", check=False)
+    assert r.returncode == 2 and "NoSuchEnv-v0" in r.stderr
+
+
 def test_timeline_marks_every_phase_once(monkeypatch) -> None:
     import time
 
