@@ -99,7 +99,9 @@ bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one batch
 	  --grid learner.replay_ratio=0.025,0.05,0.1 --set actors.num_actors=4 --seconds 120 --concurrent 3 \
 	  --seeds $(or $(SEEDS),3) --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
 
-bench-ablation: ## each piece of the family off in turn on Humanoid-v5 (PIECES=all or a comma list; several GPU calls)
+comma := ,
+bench-ablation: ## each piece of the family off in turn on Humanoid-v5, 120 s per run, seeds 1,2, appended: make bench-ablation PIECES=residual, then PIECES=c51,obs_norm NOFULL=1, then PIECES=reward_norm,n_step NOFULL=1 (one GPU call each)
 	$(PYTHON) -m herd up
-	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1,2) --seconds 240 \
-	  --out bench/results/ablation-nvidia-h200.json
+	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1$(comma)2) \
+	  --seconds $(or $(SECONDS_BUDGET),120) $(if $(NOFULL),--no-full) --append --out bench/results/ablation-nvidia-h200.json
+	$(PYTHON) bench/ablation.py bench/results/ablation-nvidia-h200.json

@@ -3,6 +3,7 @@
     python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml --seeds 1,2
     python bench/humanoid.py --ablate all --seeds 1,2 --seconds 240   # each piece of the family off in turn
+    python bench/humanoid.py --ablate c51,n_step --no-full --append --out X.json  # more of it, later
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
         --envs Walker2d-v5,Hopper-v5 --parallel 4 --set actors.num_actors=3 --seconds 120  # side by side
 
@@ -60,13 +61,37 @@ ABLATIONS = {
 """The family's pieces, each switched off on its own (a run of the config without it)."""
 
 
-def variants(ablate: str | None) -> list[tuple[str, dict]]:
-    """('full', {}) then ('-piece', overrides) for each piece asked for."""
+def variants(ablate: str | None, full: bool = True) -> list[tuple[str, dict]]:
+    """('full', {}) (unless `full` is False) then ('-piece', overrides) for each piece asked for."""
     names = [] if not ablate else list(ABLATIONS) if ablate == "all" else ablate.split(",")
     unknown = [n for n in names if n not in ABLATIONS]
     if unknown:
         raise SystemExit(f"--ablate: unknown piece(s) {unknown}; choose from {list(ABLATIONS)} or 'all'")
-    return [("full", {}), *((f"-{n}", ABLATIONS[n]) for n in names)]
+    if not full and not names:
+        raise SystemExit("--no-full needs --ablate: there would be nothing to run")
+    return [*([("full", {})] if full else []), *((f"-{n}", ABLATIONS[n]) for n in names)]
+
+
+def label(config: str, variant: str, seed: int) -> str:
+    """A run's name in the plot: 'humanoid s1', 'humanoid -c51 s2'."""
+    return Path(config).stem + ("" if variant == "full" else f" {variant}") + f" s{seed}"
+
+
+def earlier_runs(path: Path, seconds: float) -> list[dict]:
+    """--append: the runs already in `path` (none if it is not there), which must be this
+    bench's records of the same budget; anything else is refused, not overwritten."""
+    if not path.exists():
+        return []
+    try:
+        runs = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"--append: {path} is not JSON ({e.msg}); move it or drop --append") from None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and "variant" in r for r in runs):
+        raise SystemExit(f"--append: {path} does not hold bench/humanoid.py runs")
+    budgets = {r.get("config", {}).get("run", {}).get("max_seconds") for r in runs}
+    if budgets - {seconds}:
+        raise SystemExit(f"--append: {path} holds runs of {sorted(budgets, key=str)} s, not {seconds:g} s")
+    return runs
 
 
 ALGO_KEYS = ("actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width", "critic_blocks",
@@ -150,6 +175,9 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=240, help="the job's run.max_seconds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--ablate", default=None, help="'all' or a comma list of " + ",".join(ABLATIONS))
+    p.add_argument("--no-full", action="store_true", help="with --ablate: only the pieces, not the full config")
+    p.add_argument("--append", action="store_true",
+                   help="keep the runs already in --out (of the same budget): an ablation split over calls")
     p.add_argument("--envs", default=None, help="comma list of env ids: every config runs on each")
     p.add_argument("--parallel", type=int, default=1,
                    help="jobs side by side, each with 1/N of the GPU (set actors.num_actors to fit the CPUs)")
@@ -157,14 +185,15 @@ def main() -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args()
     local.align_auth_mode()
+    path = result_path("humanoid", args.out, quick=False)
+    records = earlier_runs(path, args.seconds) if args.append else []  # refused before anything runs
     info = header("Herd: evaluation return against wall-clock")
     local.up(num_cpus=os.cpu_count())
-    records, curves = [], []
-    path = result_path("humanoid", args.out, quick=False)
+    curves = [(r["env"], label(r["config_file"], r["variant"], r["seed"]), r["evaluations"]) for r in records]
     envs = args.envs.split(",") if args.envs else [None]
     runs = [(c, v, {**o, **({"env.id": e} if e else {})}, int(seed)) for e in envs
             for c in args.config or ["configs/humanoid.yaml"]
-            for v, o in variants(args.ablate) for seed in args.seeds.split(",")]
+            for v, o in variants(args.ablate, not args.no_full) for seed in args.seeds.split(",")]
     share = [] if args.parallel <= 1 else [f"learner.num_gpus={1 / args.parallel:.4f}"]
     for i in range(0, len(runs), max(1, args.parallel)):
         batch = runs[i:i + max(1, args.parallel)]
@@ -178,8 +207,7 @@ def main() -> int:
             rec = {"variant": variant, "parallel": args.parallel,
                    **record_of(config, seed, info, job, t_submit, cfg, cold, args.runs_dir)}
             records.append(rec)
-            name = Path(config).stem + ("" if variant == "full" else f" {variant}")
-            curves.append((rec["env"], f"{name} s{seed}", rec["evaluations"]))
+            curves.append((rec["env"], label(config, variant, seed), rec["evaluations"]))
             save(records, path)  # what ran survives a later run's failure
             for env in {e for e, *_ in curves}:  # one plot per env
                 png = path.with_suffix(".png") if len(envs) == 1 else path.with_name(f"{path.stem}-{env}.png")
