@@ -40,6 +40,10 @@ class ActorConfig(BaseModel):
     """Unacknowledged batches in flight; a full window blocks stepping (backpressure)."""
     num_cpus: float = Field(1.0, gt=0)
     """Ray CPUs reserved per actor."""
+    nice: int = Field(0, ge=0, le=19)
+    """Lower CPU priority of each actor's process (Linux nice, added to every thread): above 0,
+    a learner on the same node (its training thread, ingest, a compile running in the
+    background) wins every contested core. The replay ratio paces the actors anyway."""
     step_threads: int = Field(0, ge=0)
     """Threads stepping the envs (MuJoCo fast path only; mj_step releases the GIL).
     0: one per whole Ray CPU reserved (num_cpus), at most num_envs."""

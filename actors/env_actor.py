@@ -22,6 +22,7 @@ import numpy as np
 from herd.actors.client import LearnerClient
 from herd.actors.config import ActorConfig, EnvConfig
 from herd.actors.nstep import NStep
+from herd.actors.priority import lower_priority
 from herd.proto import codec
 from herd.proto.heap import steady_heap
 
@@ -39,6 +40,7 @@ class EnvActor:
 
         # the start-up timeline's actors_* phases (cluster/startup.py), this process's clock
         self.startup_unix = {"process": process_started(), "init": time.time()}
+        lower_priority(cfg.nice)  # before the threads below: they inherit it
         # torch (seconds of CPU) comes in beside the first warm-up steps, which take random
         # actions: only the policy needs it, and _on_weights waits for it
         self._torch = threading.Thread(target=self._import_torch, args=(seed,), daemon=True,
