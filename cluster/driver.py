@@ -133,7 +133,7 @@ def take_for_eval(watch, run_dir: Path, checkpoint_errors: list) -> tuple:
         return watch.call("save_for_eval", str(run_dir / CANDIDATE)), True
     except OSError as e:
         checkpoint_errors.append({"error": one_line(e), "best_candidate": True})
-        return watch.call("weights"), False
+        return watch.call("policy_for_eval"), False
 
 
 def keep_best_checkpoint(run_dir: Path) -> None:
@@ -498,7 +498,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             f"{ckpt_dir} keeps the previous checkpoint" if (Path(ckpt_dir) / "model.pt").exists()
             else "the job has no checkpoint"), flush=True)
     shutil.rmtree(run_dir / CANDIDATE, ignore_errors=True)  # an evaluation that was not the best
-    weights = watch.call("weights")  # published by save(): the checkpoint's own policy
+    weights = watch.call("policy_for_eval")  # as save() left it: the checkpoint's own policy
     if evaluator is None:  # the job ended before its first update
         evaluator = start_evaluator()
     final_eval = ray.get(evaluator.evaluate.remote(weights))

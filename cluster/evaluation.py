@@ -213,7 +213,7 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     except (RuntimeError, KeyError) as e:  # torch lists every mismatched tensor: keep the first
         raise ValueError(f"{ckpt}: its networks do not fit {env_cfg.id} (obs {obs_dim}, action "
                          f"{action_dim}): {str(e).strip().splitlines()[0]}") from None
-    return sac.policy_weights(int(state.get("policy_version", 0)))
+    return sac.policy_weights(int(state.get("policy_version", 0)), averaged=True)  # as evaluated
 
 
 def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None = None,

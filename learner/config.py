@@ -66,6 +66,10 @@ class LearnerConfig(BaseModel):
     gamma: float = Field(0.99, gt=0, le=1)
     tau: float = Field(0.005, gt=0, le=1)
     """Polyak step of the target critics."""
+    actor_ema: float = Field(0.0, ge=0, lt=1)
+    """Polyak step of an averaged copy of the actor, one lerp per update inside the graph (0:
+    none). With it, evaluations, checkpoint-best, the final evaluation and exports use the
+    averaged actor; the env actors still explore with the live one."""
     actor_lr: float = Field(3e-4, gt=0)
     critic_lr: float = Field(3e-4, gt=0)
     alpha_lr: float = Field(3e-4, gt=0)

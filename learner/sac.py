@@ -113,6 +113,13 @@ class SAC:
         self.critic_opt = FlatAdam([(self._critic_params, cfg.critic_lr)])
         self.actor_opt = FlatAdam([(self._actor_params, cfg.actor_lr), ([self.log_alpha], cfg.alpha_lr)])
         self._target_flat = flatten_(list(self.target.parameters()))
+        # the averaged actor (actor_ema): its own flat buffer, lerped toward the live actor's
+        # slice of the actor optimizer's buffer (the temperature rides after it)
+        self.actor_avg = self._avg_flat = None
+        if cfg.actor_ema > 0:
+            self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False)
+            self._avg_flat = flatten_(list(self.actor_avg.parameters()))
+        self._n_actor = sum(p.numel() for p in self._actor_params)
         self.amp_dtype = resolve_amp(cfg.amp, device)
         self.scaler = GraphScaler(device) if self.amp_dtype == torch.float16 else None
         # streams: 0 critic, 1 actor + temperature, 2 target (learner/branches.py)
@@ -215,6 +222,9 @@ class SAC:
         br.after(0, 1)  # the critic may change only once the actor's loss has read it
         with br.on(1):
             self._step(self.actor_opt, [*a_grads, alpha_grad], a_inf)
+            if self._avg_flat is not None:
+                with torch.no_grad():
+                    self._avg_flat.lerp_(self.actor_opt.flat[: self._n_actor], self.cfg.actor_ema)
         with br.on(0):  # after the target's read too: it waited for branch 2 above
             if self.cfg.simultaneous:
                 self._step(self.critic_opt, c_grads, c_inf)
@@ -241,15 +251,17 @@ class SAC:
         opt.step(grads)
 
     # ---- what the actors get ----
-    def policy_weights(self, version: int) -> pb.PolicyWeights:
-        """The actor as PolicyWeights, with the observation statistics it was trained on."""
+    def policy_weights(self, version: int, averaged: bool = False) -> pb.PolicyWeights:
+        """The actor as PolicyWeights, with the observation statistics it was trained on;
+        `averaged`: the averaged actor (actor_ema) where there is one."""
+        actor = self.actor_avg if averaged and self.actor_avg is not None else self.actor
         norm = {}
         if self.obs_norm is not None:
             d = self.obs_dim
             norm = dict(obs_mean=self.obs_norm.mean[:d].cpu().numpy(),
                         obs_std=self.obs_norm.std()[:d].cpu().numpy(), obs_clip=self.cfg.obs_clip)
-        return codec.pack_weights(self.actor.wire_tensors(), version, self.cfg.log_std_min,
-                                  self.cfg.log_std_max, arch=self.actor.arch, **norm)
+        return codec.pack_weights(actor.wire_tensors(), version, self.cfg.log_std_min,
+                                  self.cfg.log_std_max, arch=actor.arch, **norm)
 
     # ---- state ----
     def _norms(self) -> dict[str, RunningNorm]:
@@ -259,6 +271,8 @@ class SAC:
     def state_tensors(self) -> list[torch.Tensor]:
         """Every tensor an update mutates (for graph warm-up rollback)."""
         out = [*self.critic_opt.tensors(), *self.actor_opt.tensors(), self._target_flat]
+        if self._avg_flat is not None:
+            out.append(self._avg_flat)
         for n in self._norms().values():
             out += n.tensors()
         if self.scaler is not None:
@@ -275,6 +289,7 @@ class SAC:
             "critic_opt": self.critic_opt.state_dict(),
             "scaler": [t.cpu() for t in self.scaler.tensors()] if self.scaler else None,
             **{k: n.state_dict() for k, n in self._norms().items()},
+            **({"actor_avg": self.actor_avg.state_dict()} if self.actor_avg is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -282,6 +297,8 @@ class SAC:
         Checkpoints of the plain networks from before the residual family load too."""
         state = upgrade_state(state)
         self.actor.load_state_dict(state["actor"])
+        if self.actor_avg is not None:  # a checkpoint without one starts the average at its actor
+            self.actor_avg.load_state_dict(state.get("actor_avg", state["actor"]))
         self.critic.load_state_dict(state["critic"])
         self.target.load_state_dict(state["target"])
         with torch.no_grad():

@@ -253,6 +253,14 @@ class Learner:
     def weights(self) -> pb.PolicyWeights:
         return self.publisher.wait_newer(0, timeout=0)
 
+    def policy_for_eval(self) -> pb.PolicyWeights:
+        """The policy evaluations use: the last published one, or with learner.actor_ema the
+        averaged actor now (under the version last published)."""
+        if self.cfg.actor_ema <= 0:
+            return self.weights()
+        with self._model_lock:
+            return self.sac.policy_weights(self.publisher.version, averaged=True)
+
     def save(self, path: str, save_replay: bool = False) -> str:
         """Durable, atomic checkpoint: model.pt (and replay.pt with save_replay) written under
         temporary names and fsynced, then renamed, then the directory fsynced. A failed write
@@ -269,7 +277,8 @@ class Learner:
         return self._save(path, save_replay=False)
 
     def _save(self, path: str, save_replay: bool) -> pb.PolicyWeights:
-        """`save`; returns the policy the checkpoint holds, as published when it was taken."""
+        """`save`; returns the policy the checkpoint holds, as published when it was taken (the
+        averaged actor of that moment, with learner.actor_ema)."""
         import torch
 
         out = Path(path)
@@ -277,6 +286,8 @@ class Learner:
         with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
             # publish these very networks, so the checkpoint's policy_version names them
             weights = self._publish()
+            if self.cfg.actor_ema > 0:
+                weights = self.sac.policy_weights(weights.version, averaged=True)
             state = self._snapshot()
             # the training thread publishes outside the lock, from these same networks
             state["policy_version"] = weights.version
