@@ -85,11 +85,12 @@ class Learner:
         try:
             self._build(cfg, spec, checkpoint, latest)
         except BaseException:
+            if getattr(self, "trainer", None) is not None:
+                self.trainer.stop()
             if self._starting is not None:
                 self._starting.stop()
             raise
         self.port = self.ingest.port
-        self.trainer.start()
 
     def _build(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None,
                latest: str | None) -> None:
@@ -141,8 +142,7 @@ class Learner:
         self.startup_unix["buffer"] = time.time()
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
         self.startup_unix["sac"] = time.time()
-        self.trainer = Trainer(self.sac, self.table, self.publisher,
-                               lambda limit, timeout: self.ingest.take(limit, timeout),
+        self.trainer = Trainer(self.sac, self.table, self.publisher, self._take,
                                publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
         self._model_lock = self.trainer.model_lock
         self._received_base = 0  # accepted by the learner this one was restored from
@@ -153,9 +153,19 @@ class Learner:
         if checkpoint:
             self.restore(checkpoint)
         self._publish()
+        # the training thread starts now: on CUDA it captures the uncompiled graph (~1.4 s on
+        # the H200) while the ingest processes finish booting; no rows can come before they serve
+        self.trainer.start()
         if self._starting is not None:
             self._starting.wait_ready()
         self.ingest = self._starting or Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
+
+    def _take(self, limit: int, timeout: float) -> list:
+        """Staged blocks for the training thread; none (after `timeout`) while ingest boots."""
+        if self.ingest is None:
+            time.sleep(timeout or 0.001)
+            return []
+        return self.ingest.take(limit, timeout)
 
     # ---- the books restore() and _snapshot() read and write, kept by the components ----
     @property

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -188,6 +189,38 @@ def _ingest_children() -> list[int]:
         except (OSError, ValueError):
             pass
     return found
+
+
+def test_the_training_thread_starts_while_the_ingest_processes_boot(spec, monkeypatch):
+    """The training thread (on CUDA: the uncompiled graph's capture) is running by the time the
+    learner waits for its ingest children; rows still arrive and are trained on after."""
+    from herd.learner import ingest_proc
+
+    seen = []
+    real = ingest_proc.IngestProcess.wait_ready
+
+    def wait_ready(self):
+        seen.append(threading.enumerate())
+        return real(self)
+
+    monkeypatch.setattr(ingest_proc.IngestProcess, "wait_ready", wait_ready)
+    lrn = Learner(LearnerConfig(buffer_capacity=2_000, min_replay_size=200, batch_size=16,
+                                hidden_sizes=(16, 16), ingest_process="on", replay_ratio=None), spec)
+    try:
+        assert len(seen) == 1 and any(t.name == "herd-train" for t in seen[0])
+        with grpc.insecure_channel(lrn.address()) as ch:
+            s = Stream(ch)
+            sid = handshake(ch, spec, "early")
+            for seq in range(1, 5):
+                assert s.send(codec.pack_batch(rows(100, seed=seq), session_id=sid, actor_id="early",
+                                               seq=seq, policy_version=0)).code == 0
+            s.close()
+        deadline = time.monotonic() + 20
+        while (lrn.updates == 0 or lrn.buffer.size < 400) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lrn.updates > 0 and lrn.buffer.size == 400
+    finally:
+        lrn.stop()
 
 
 def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
