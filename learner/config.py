@@ -94,6 +94,11 @@ class LearnerConfig(BaseModel):
     Off: compile and capture first, then train. A cold Humanoid job on the H200: first update
     28 s after submit on, 75 s off (42 s of it the compile); the swap stopped the training
     thread 0.16 s (bench/results/startup-bg-nvidia-h200.json)."""
+    compile_process: bool = False
+    """CUDA, with compile and graph_in_background: the cold compile runs in a child process
+    booted as the learner starts (learner/compile_proc.py), so its tens of seconds of Python
+    never take the training thread's GIL; the background thread then compiles from the caches
+    it filled. Off: all of the compile on the background thread. Not measured on the GPU yet."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True

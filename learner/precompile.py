@@ -27,7 +27,8 @@ def precompile(cfg: LearnerConfig, obs_dim: int, action_dim: int, action_low, ac
     if torch.device(device).type != "cuda" or not cfg.compile:
         return 0.0
     t0 = time.perf_counter()
-    buf = ReplayBuffer(1_000, (obs_dim,), action_dim, device)  # the ring is not compiled in
+    buf = ReplayBuffer(1_000, (obs_dim,), action_dim, device,  # its size is not compiled in
+                       obs_dtype=getattr(torch, cfg.buffer_dtype))
     sac = SAC(cfg, obs_dim, action_dim, np.asarray(action_low), np.asarray(action_high), device)
     make_update(sac, buf).prepare()
     return time.perf_counter() - t0

@@ -82,6 +82,7 @@ class Learner:
             from herd.learner.ingest_proc import IngestProcess
 
             self._starting = IngestProcess(cfg.ingest_processes)
+        self._compiling = self._boot_compile_process(cfg, spec)
         try:
             self._build(cfg, spec, checkpoint, latest)
         except BaseException:
@@ -89,8 +90,23 @@ class Learner:
                 self.trainer.stop()
             if self._starting is not None:
                 self._starting.stop()
+            if self._compiling is not None:
+                self._compiling.kill()
             raise
         self.port = self.ingest.port
+
+    @staticmethod
+    def _boot_compile_process(cfg: LearnerConfig, spec: pb.EnvSpec):
+        """The compile process (learner/compile_proc.py), booted before this process imports
+        torch, when its update will be compiled in the background on CUDA (as far as can be
+        told yet); None otherwise."""
+        if not (cfg.compile_process and cfg.compile and cfg.cuda_graph and cfg.graph_in_background
+                and cuda_likely(cfg.device)):
+            return None
+        from herd.learner.compile_proc import CompileProcess
+
+        return CompileProcess(cfg, tuple(spec.obs_shape), int(np.prod(spec.action_shape)),
+                              spec.action_low, spec.action_high)
 
     def _build(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None,
                latest: str | None) -> None:
@@ -115,6 +131,9 @@ class Learner:
         if self.device.type == "cuda":  # the CUDA context now, so that its cost shows apart
             torch.empty(0, device=self.device)
         self.startup_unix["device"] = time.time()
+        if self._compiling is not None and self.device.type != "cuda":  # the guess was wrong
+            self._compiling.kill()
+            self._compiling = None
         steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
@@ -143,7 +162,8 @@ class Learner:
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
         self.startup_unix["sac"] = time.time()
         self.trainer = Trainer(self.sac, self.table, self.publisher, self._take,
-                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
+                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads,
+                               compile_process=self._compiling)
         self._model_lock = self.trainer.model_lock
         self._received_base = 0  # accepted by the learner this one was restored from
         self.restarted = _restarted_by_ray()

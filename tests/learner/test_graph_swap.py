@@ -241,7 +241,8 @@ def test_the_cpu_has_no_graph_and_no_preparation() -> None:
     step()
     assert step.graph is None and adam_steps(sac) == 1
     assert graph_stats(step) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
-                                 "first_compiled_unix": None, "graph_error": None}
+                                 "first_compiled_unix": None, "graph_error": None,
+                                 "compile_process_s": None}
 
 
 def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
@@ -276,7 +277,7 @@ def training_loop(monkeypatch, sac: SAC, n_blocks: int):
         return out
 
     step = graphable(sac, ring, k=2)
-    monkeypatch.setattr(graphed, "make_update", lambda sac, ring: step)
+    monkeypatch.setattr(graphed, "make_update", lambda sac, ring, child=None: step)
     table = ReplayTable(ring, RateLimiter(1.0, 100, 200), chunk_rows=256)
     return ring, blocks, step, Trainer(sac, table, WeightPublisher(), take, publish_every_s=0.1, num_threads=1)
 
@@ -340,7 +341,8 @@ def test_rng_floor_undoes_a_rewind_by_another_threads_compile() -> None:
 
 def test_status_fields_before_the_update_exists() -> None:
     assert graph_stats(None) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
-                                 "first_compiled_unix": None, "graph_error": None}
+                                 "first_compiled_unix": None, "graph_error": None,
+                                 "compile_process_s": None}
 
 
 def wait_for(cond, timeout: float = 20.0) -> None:

@@ -1,0 +1,137 @@
+"""The compiled graph's cold compile in a process of its own: its Python never takes the
+training thread's GIL.
+
+On CUDA with `learner.compile` the update's first torch.compile is tens of seconds of Python
+(dynamo, AOTAutograd, inductor's lowering and codegen) besides Triton's kernel builds. Run on
+the learner's background thread (learner/graphed.py GraphPrep), that Python shares one GIL with
+the training thread replaying the uncompiled graph: on the H200 the compile took 67-75 s beside
+the training, against 42 s alone, and the uncompiled graph ran ~480 updates/s, against 752/s
+alone (README, "Training starts before the compile ends").
+
+With `learner.compile_process` the learner boots this child first thing, before it imports
+torch itself. The child compiles a twin of the update (same config, a small ring of the same
+layout: the ring's size is not compiled in) and runs its warm-up (`warm_twin`). That fills
+the on-disk caches of inductor's FX graphs, AOTAutograd and Triton. GraphPrep waits for it
+without holding the GIL, then compiles its own twin from those caches (a re-trace, seconds), and
+the swap follows as before. If the child fails, GraphPrep compiles cold on its thread, as it
+does without the child: slower, never wrong. The child ends when its pipe does, which the
+kernel closes when the learner dies however it dies (the reason is in learner/ingest_proc.py).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from herd.learner.config import LearnerConfig
+
+RING = 1_000
+"""Rows of the child's ring: enough to sample from, nothing the compiled code depends on."""
+
+
+class CompileProcess:
+    """Boots the child and hands it the work at once; `wait` blocks (without the GIL) until it
+    is done, and returns why it failed (one line) or None."""
+
+    def __init__(self, cfg: LearnerConfig, obs_shape: tuple[int, ...], action_dim: int,
+                 action_low, action_high, device: str | None = None, warmup: int = 3):
+        """`device`: where to compile; None: the learner's (`cfg.device`, resolved as the
+        learner resolves it). `warmup`: calls of `updates_per_call` updates, as GraphedUpdate."""
+        self._conn, child_end = mp.Pipe()
+        root = str(Path(__file__).resolve().parent.parent)
+        boot = (f"import sys; sys.path.insert(0, {root!r}); "
+                f"from learner.compile_proc import main; main({child_end.fileno()})")
+        self.proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=(child_end.fileno(),))
+        child_end.close()
+        self.started = time.monotonic()
+        self.seconds: float | None = None  # the child's compile and warm-up, once done
+        work = dict(cfg=cfg.model_dump(), obs_shape=tuple(obs_shape), action_dim=int(action_dim),
+                    low=[float(x) for x in action_low], high=[float(x) for x in action_high],
+                    device=device or cfg.device, warmup=warmup)
+        self._conn.send(work)
+
+    def wait(self, cancelled: threading.Event | None = None, poll_s: float = 0.2) -> str | None:
+        """None once the child has filled the caches; otherwise why not, in one line. Returns
+        early ("cancelled") when `cancelled` is set."""
+        while True:
+            if cancelled is not None and cancelled.is_set():
+                self.kill()
+                return "cancelled"
+            try:
+                if self._conn.poll(poll_s):
+                    kind, value = self._conn.recv()
+                    break
+            except (EOFError, OSError):  # it ended without a word
+                self.proc.wait()
+                return f"the compile process ended (exit code {self.proc.returncode})"
+        self._conn.close()  # it has said all it will, and exits on its own
+        if kind == "done":
+            self.seconds = value
+            return None
+        return value
+
+    def kill(self) -> None:
+        """End the child (done or not) and reap it; safe to call again, from any thread."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        try:
+            self._conn.close()
+        except OSError:  # closed by another thread meanwhile
+            pass
+
+
+def _orphaned(conn: Connection) -> None:
+    """The child's watch: the learner closing the pipe (or dying) ends the child."""
+    try:
+        conn.recv()
+    except (EOFError, OSError):
+        pass
+    os._exit(0)
+
+
+def main(fd: int) -> None:
+    """The child: build a twin of the learner's update and compile and warm it up."""
+    conn = Connection(fd)
+    try:
+        work = conn.recv()
+    except (EOFError, OSError):  # the learner went away before this process read its work
+        return
+    threading.Thread(target=_orphaned, args=(conn,), daemon=True).start()
+    try:
+        t0 = time.perf_counter()
+        import numpy as np
+        import torch
+
+        from herd.learner.config import LearnerConfig
+        from herd.learner.graphed import configure_backends, warm_twin
+        from herd.learner.replay import ReplayBuffer
+        from herd.learner.sac import SAC
+        from herd.learner.service import pick_device
+
+        cfg = LearnerConfig(**work["cfg"])
+        device = pick_device(work["device"])
+        configure_backends(device, cfg.tf32)
+        twin = SAC(cfg, int(np.prod(work["obs_shape"])), work["action_dim"],
+                   np.asarray(work["low"]), np.asarray(work["high"]), device)
+        ring = ReplayBuffer(RING, work["obs_shape"], work["action_dim"], device,
+                            obs_dtype=getattr(torch, cfg.buffer_dtype), one_step_discount=cfg.gamma)
+        t1 = time.perf_counter()
+        warm_twin(twin, ring, cfg.updates_per_call, cfg.compile_mode, work["warmup"])
+        seconds = time.perf_counter() - t1
+        print(f"herd learner: the compile process filled the caches in {seconds:.1f} s "
+              f"(+{t1 - t0:.1f} s of imports and build)", file=sys.stderr, flush=True)
+        conn.send(("done", seconds))
+    except BaseException as e:  # noqa: BLE001  (the learner logs it and compiles on its own)
+        try:
+            conn.send(("error", f"{type(e).__name__}: {e}".strip().splitlines()[0]))
+        except OSError:  # the learner is gone
+            pass

@@ -1,0 +1,198 @@
+"""learner.compile_process: the cold compile in a child process (learner/compile_proc.py).
+
+On the CPU, with inductor's C++ backend standing in for Triton: a real child compiles a twin of
+the update into a fresh cache directory, and the learner's background preparation (GraphPrep)
+then compiles its own twin from that cache without a single miss, in a fresh interpreter. A
+child that fails leaves the preparation to compile on its own thread; a cancelled one and an
+orphaned one end; a learner that fails to build leaves none behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from herd.learner.compile_proc import CompileProcess
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphPrep, twin_of
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC
+from herd.learner.service import Learner
+
+OBS, ACT = 5, 2
+LOW, HIGH = [-1.0] * ACT, [1.0] * ACT
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's answers")
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY = dict(device="cpu", compile=True, batch_size=16, buffer_capacity=5_000, seed=1,
+            actor_arch="residual", actor_width=16, actor_blocks=1, critic_arch="residual",
+            critic_width=16, critic_blocks=1, critic_loss="c51", num_atoms=11, obs_norm=True,
+            reward_norm=True)
+"""The family's pieces (residual blocks, c51, both normalizers) at sizes the CPU compiles fast."""
+
+PARENT = r"""
+import json, sys
+import numpy as np, torch
+from torch._dynamo.utils import counters
+from herd.learner.compile_proc import CompileProcess
+from herd.learner.config import LearnerConfig
+from herd.learner.graphed import GraphPrep, configure_backends, twin_of
+from herd.learner.replay import ReplayBuffer
+from herd.learner.sac import SAC
+
+cfg = LearnerConfig(**json.loads(sys.argv[1]))
+low, high = np.array([-1.0, -1.0]), np.array([1.0, 1.0])
+child = CompileProcess(cfg, (5,), 2, low, high)  # booted first, as the learner does
+dev = torch.device(cfg.device)
+configure_backends(dev, cfg.tf32)  # as make_update does
+sac = SAC(cfg, 5, 2, low, high, dev)
+ring = ReplayBuffer(cfg.buffer_capacity, (5,), 2, dev)  # not the child's ring size
+prep = GraphPrep(twin_of(sac), ring, cfg.updates_per_call, cfg.compile_mode, 3, child)
+prep.done.wait()
+print(json.dumps({"error": prep.error, "child_s": prep.child_s, "seconds": prep.seconds,
+                  "child_rc": child.proc.wait(30), **counters["inductor"],
+                  **{"aot_" + k: v for k, v in counters["aot_autograd"].items()}}))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device) -> None:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": str(ROOT)}
+    cfg = {**TINY, "device": device, **({"amp": "bf16"} if device == "cuda" else {})}
+    out = subprocess.run([sys.executable, "-c", PARENT, json.dumps(cfg)], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    print(got)
+    assert got["error"] is None and got["child_s"] > 0 and got["child_rc"] == 0  # it exited
+    assert got.get("fxgraph_cache_miss", 0) == 0 and got.get("aot_autograd_cache_miss", 0) == 0
+    assert got["fxgraph_cache_hit"] >= 5 and got["aot_autograd_cache_hit"] >= 3
+    assert any((tmp_path / "inductor").rglob("*.py"))  # it compiled into the directory it was given
+
+
+def small_sac() -> tuple[SAC, ReplayBuffer]:
+    cfg = LearnerConfig(**{**TINY, "compile": False})
+    dev = torch.device("cpu")
+    return SAC(cfg, OBS, ACT, LOW, HIGH, dev), ReplayBuffer(1_000, (OBS,), ACT, dev)
+
+
+@no_cuda
+def test_a_failed_child_leaves_the_compile_to_the_background_thread(caplog) -> None:
+    sac, ring = small_sac()
+    child = CompileProcess(sac.cfg, (OBS,), ACT, LOW, HIGH, device="cuda")  # no GPU here
+    with caplog.at_level(logging.WARNING, logger="herd.learner"):
+        prep = GraphPrep(twin_of(sac), ring, 1, None, 1, child)
+        assert prep.done.wait(120)
+    assert prep.error is None and prep.child_s is None  # its own warm-up ran, and succeeded
+    assert child.proc.wait(10) == 0  # it said why and exited
+    msg = " ".join(r.getMessage() for r in caplog.records)
+    assert "compile process failed" in msg and "sees no GPU" in msg
+
+
+def test_a_cancelled_preparation_ends_its_child() -> None:
+    sac, ring = small_sac()
+    child = CompileProcess(LearnerConfig(**TINY), (OBS,), ACT, LOW, HIGH)  # a real CPU compile
+    prep = GraphPrep(twin_of(sac), ring, 1, "default", 1, child)
+    time.sleep(1.0)
+    assert child.proc.poll() is None
+    prep.cancelled.set()
+    assert prep.done.wait(10)
+    assert prep.error == "cancelled" and child.proc.returncode is not None
+
+
+ORPHAN = r"""
+import json, sys, time
+from herd.learner.compile_proc import CompileProcess
+from herd.learner.config import LearnerConfig
+child = CompileProcess(LearnerConfig(**json.loads(sys.argv[1])), (5,), 2, [-1.0, -1.0], [1.0, 1.0])
+print(child.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_child_ends_when_the_learner_dies(tmp_path) -> None:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "PYTHONPATH": str(ROOT)}
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN, json.dumps(TINY)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        time.sleep(4.0)  # past its imports: compiling
+        assert _alive(pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 15
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid)
+    finally:
+        parent.kill()
+
+
+def _compile_children() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and b"learner.compile_proc" in (entry / "cmdline").read_bytes()
+                    and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
+                    and _alive(int(entry.name))):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+@no_cuda
+def test_the_learner_boots_a_child_only_for_a_background_compile_on_cuda(spec, monkeypatch) -> None:
+    """device auto on a box without CUDA: none. device cuda: booted, then the build fails
+    (no GPU) and the child goes with it."""
+    base = dict(compile=True, compile_process=True, buffer_capacity=2_000, min_replay_size=200,
+                batch_size=16, hidden_sizes=(16, 16), ingest_process="off")
+    lrn = Learner(LearnerConfig(device="auto", **base), spec)
+    try:
+        assert lrn._compiling is None and not _compile_children()
+    finally:
+        lrn.stop()
+    seen = []
+    real = CompileProcess.__init__
+
+    def boot(self, *a, **k):
+        real(self, *a, **k)
+        seen.append(self.proc)
+
+    monkeypatch.setattr(CompileProcess, "__init__", boot)
+    with pytest.raises(RuntimeError, match="sees no GPU"):
+        Learner(LearnerConfig(device="cuda", **base), spec)
+    assert len(seen) == 1 and seen[0].returncode is not None and not _compile_children()
+
+
+def test_kill_is_safe_from_two_threads() -> None:
+    child = CompileProcess(LearnerConfig(**TINY), (OBS,), ACT, LOW, HIGH, device="cuda:99")
+    threads = [threading.Thread(target=child.kill) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert child.proc.returncode is not None
+    assert child.wait() is not None  # a closed pipe: one line, no exception
+    assert child.seconds is None
