@@ -23,9 +23,10 @@ process began), keys `<phase>_s` in summary.json's "startup":
     actors_process   the last env actor's worker process began
     actors_init      the last env actor's EnvActor.__init__ entered
     actors_ready     every env actor answered
-    first_rows       the replay ring took its first rows
+    first_rows       the replay ring took its first rows (the training thread's own time)
     first_update     the first SAC update was made (on CUDA, by the uncompiled graph while the
-                     compiled one is built: learner.graph_in_background)
+                     compiled one is built: learner.graph_in_background), the training
+                     thread's own time; a learner without it: when a poll first saw it
     first_compiled_update  the first update of the compiled/captured graph, at the time the
                      learner reports (first_compiled_unix, its clock); null on the CPU and
                      when the learner gave the graph up (its graph_error says why)
@@ -122,10 +123,11 @@ class Timeline:
                 if len(ats) == len(actors):
                     self.mark(f"actors_{part}", max(ats))
             self.mark("actors_ready")
+        own = ls.get("startup_unix") or {}  # the learner's own times, where it has them
         if ls.get("inserted"):
-            self.mark("first_rows")
+            self.mark("first_rows", own.get("first_rows"))
         if ls.get("updates"):  # not after the compiled one, which may be this very update
-            now = time.time()
+            now = own.get("first_update") or time.time()
             self.mark("first_update", min(now, ls.get("first_compiled_unix") or now))
         self.observe_graph(ls)
 

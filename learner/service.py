@@ -273,7 +273,8 @@ class Learner:
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,
             "restored": self.restored,
-            "startup_unix": self.startup_unix,  # process, init, device, buffer, sac: unix times
+            # process, init, device, buffer, sac, first_rows, first_update: unix times
+            "startup_unix": {**self.startup_unix, **self.trainer.first_unix},
         }
 
     def status(self) -> pb.LearnerStatus:

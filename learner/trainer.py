@@ -36,6 +36,7 @@ class Trainer:
         self.base_version = 0  # the restored checkpoint's version: new versions go above it
         self.losses = torch.zeros(len(LOSS_NAMES))
         self.rates = (0.0, 0.0)  # updates/s, inserts/s over the last second
+        self.first_unix: dict[str, float] = {}  # first_rows, first_update: when this thread did them
         self.model_lock = threading.Lock()  # held by an update, an insert and a checkpoint
         self.error: BaseException | None = None
         self.step = None
@@ -69,6 +70,7 @@ class Trainer:
         if blocks:
             with self.model_lock:
                 self.table.insert(blocks)
+            self.first_unix.setdefault("first_rows", time.time())
 
     def _loop(self) -> None:
         torch.set_num_threads(self.num_threads)  # per thread under OpenMP (actors/policy.py)
@@ -93,6 +95,7 @@ class Trainer:
                     with self.model_lock:
                         losses = self.step()
                         self.updates += k
+                    self.first_unix.setdefault("first_update", time.time())
                     if self.updates % 50 < k:
                         self.losses = losses.float().cpu()
                 now = time.monotonic()

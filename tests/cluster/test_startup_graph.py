@@ -53,3 +53,18 @@ def test_the_final_status_marks_a_swap_after_the_last_poll() -> None:
     at = time.time()
     tl.observe_graph({"updates": 5000, "device": "cuda:0", "first_compiled_unix": at})
     assert tl.marks["first_compiled_update"] == at
+
+
+def test_first_rows_and_update_are_the_learners_own_times() -> None:
+    """A poll comes up to a quarter second (plus its round trip) after the fact: the marks are
+    the training thread's times, where the learner reports them."""
+    tl = Timeline(time.time())
+    rows_at, update_at = time.time() - 0.6, time.time() - 0.4
+    st = learner(8, None, "cpu")
+    st["learner"]["startup_unix"] = {"first_rows": rows_at, "first_update": update_at}
+    tl.observe(st)
+    assert tl.marks["first_rows"] == rows_at and tl.marks["first_update"] == update_at
+    tl = Timeline(time.time())
+    before = time.time()
+    tl.observe(learner(8, None, "cpu"))  # a learner without them: the poll's time
+    assert tl.marks["first_rows"] >= before and tl.marks["first_update"] >= before
