@@ -14,7 +14,9 @@ process began), keys `<phase>_s` in summary.json's "startup":
     learner_process  the learner actor's worker process began: about `submitted` when Ray
                      prestarted it (a job without runtime_env env_vars takes those workers)
     learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.service imported)
-    learner_device   torch and the learner's modules imported, the device ready (CUDA context)
+    learner_torch    torch and the learner's modules imported
+    learner_device   the device ready (CUDA context: learner.cuda_early opens it beside the
+                     import, so on CUDA this is the later of the two)
     learner_buffer   the replay ring allocated
     learner_sac      the SAC networks and optimizers built
     learner_listening  the learner's gRPC server answers (as the driver sees it); after
@@ -50,7 +52,7 @@ SPEC_ENV = "HERD_ENV_SPEC"  # the env's spec as `herd submit` built it: the driv
 SENT_ENV = "HERD_SUBMIT_SENT_UNIX"  # when `herd submit` handed the job to Ray
 PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "config_parsed",
           "ray_joined", "env_spec", "driver_ready", "learner_process", "learner_init",
-          "learner_device", "learner_buffer", "learner_sac", "learner_listening",
+          "learner_torch", "learner_device", "learner_buffer", "learner_sac", "learner_listening",
           "actors_process", "actors_init", "actors_ready", "first_rows", "first_update",
           "first_compiled_update", "first_eval")
 

@@ -99,6 +99,10 @@ class LearnerConfig(BaseModel):
     booted as the learner starts (learner/compile_proc.py), so its tens of seconds of Python
     never take the training thread's GIL; the background thread then compiles from the caches
     it filled. Off: all of the compile on the background thread. Not measured on the GPU yet."""
+    cuda_early: bool = True
+    """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
+    learner imports torch (learner/cuda_early.py); torch then finds it open. No effect
+    elsewhere. Not measured on the GPU yet."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True

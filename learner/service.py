@@ -83,6 +83,11 @@ class Learner:
 
             self._starting = IngestProcess(cfg.ingest_processes)
         self._compiling = self._boot_compile_process(cfg, spec)
+        self._cuda_init = None  # the CUDA context, opening beside the torch import
+        if cfg.cuda_early and cuda_likely(cfg.device):
+            from herd.learner.cuda_early import open_context_early
+
+            self._cuda_init = open_context_early(cfg.device)
         try:
             self._build(cfg, spec, checkpoint, latest)
         except BaseException:
@@ -123,11 +128,14 @@ class Learner:
         from herd.learner.trainer import Trainer
         from herd.proto.heap import steady_heap
 
+        self.startup_unix["torch"] = time.time()
         self.cfg = cfg
         self.spec = spec
         self.learner_id = uuid.uuid4().hex[:12]
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.num_threads)
+        if self._cuda_init is not None:
+            self._cuda_init.join()
         if self.device.type == "cuda":  # the CUDA context now, so that its cost shows apart
             torch.empty(0, device=self.device)
         self.startup_unix["device"] = time.time()
@@ -273,7 +281,7 @@ class Learner:
             "rss_bytes": _rss_bytes(),
             "restarted": self.restarted,
             "restored": self.restored,
-            # process, init, device, buffer, sac, first_rows, first_update: unix times
+            # process, init, torch, device, buffer, sac, first_rows, first_update: unix times
             "startup_unix": {**self.startup_unix, **self.trainer.first_unix},
         }
 
