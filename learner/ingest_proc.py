@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from herd.learner.publisher import WeightPublisher
+from herd.learner.row_layout import RowLayout
 from herd.proto import herd_pb2 as pb
 
 if TYPE_CHECKING:  # torch where it is used: the learner boots the children before its import
@@ -56,7 +57,7 @@ class IngestProcess:
     process, which keeps its dedup exact. max_actors is shared out evenly among them."""
 
     def __init__(self, processes: int = 1):
-        """Boots `processes` children and returns at once: each starts Python and imports torch
+        """Boots `processes` children and returns at once: each starts Python and imports numpy
         and gRPC while the learner imports its own and builds its buffer and networks; start()
         then hands them their work, wait_ready() waits for their ports."""
         self.children: list[_Child] = []
@@ -205,7 +206,8 @@ class _Child:
             if int(err) != 0:  # not cudaSuccess: still right, one host copy slower
                 log.warning("ingest slots could not be page-locked (%s): rows go through a "
                             "pinned copy", err)
-        self._ctrl.send((spec.SerializeToString(), layout, server, self._shm.name, slots, rows))
+        rows_layout = RowLayout.of(**layout)  # plain numbers: the child never imports torch
+        self._ctrl.send((spec.SerializeToString(), rows_layout, server, self._shm.name, slots, rows))
 
     def kill(self) -> None:
         """End the process at once. Slots of a child that never served are unlinked here; a
@@ -265,7 +267,9 @@ class SlotStaging:
     """The child's side of the slots: `put` packs a batch into free slots and names them to
     the parent; the parent's next take() sends them back (read on the loop)."""
 
-    def __init__(self, blocks: torch.Tensor, pack, data):
+    def __init__(self, blocks: np.ndarray, pack, data):
+        """`blocks`: the [slots, rows, row_width] shared slots; `pack(rows, dst)` packs a batch
+        into one slot's array (RowLayout.pack)."""
         self.blocks, self.pack, self.data = blocks, pack, data
         self.rows = blocks.shape[1]
         self.free = collections.deque(range(blocks.shape[0]))
@@ -299,7 +303,7 @@ class SlotStaging:
                 return False
         for lo in range(0, n, self.rows):
             slot = self.free.popleft()
-            self.pack({k: v[lo:lo + self.rows] for k, v in arrays.items()}, out=self.blocks[slot])
+            self.pack({k: v[lo:lo + self.rows] for k, v in arrays.items()}, self.blocks[slot])
             self._filled.append((slot, min(self.rows, n - lo)))
         if len(self._filled) == need:  # the first of this loop pass: name them all at its end
             self._loop.call_soon(self._name_filled)
@@ -312,23 +316,19 @@ class SlotStaging:
 
 
 def _row_width(layout: dict) -> int:
-    import torch
-
-    from herd.learner.replay import ReplayBuffer
-
-    return ReplayBuffer(1, **layout, device=torch.device("cpu")).row_width
+    return RowLayout.of(**layout).row_width
 
 
 def main(data_fd: int, ctrl_fd: int) -> None:
     """The ingest process: Ingest's server and servicer, packing into the shared slots."""
     data, ctrl = Connection(data_fd), Connection(ctrl_fd)
-    import torch  # all the imports first: the parent builds its learner meanwhile
-
+    # all the imports first, torch not among them: the parent builds its learner meanwhile
     from herd.learner.ingest import counts
-    from herd.learner.replay import ReplayBuffer
     from herd.learner.server import Server
     from herd.learner.servicer import LearnerServicer
+    from herd.proto.heap import steady_heap
 
+    steady_heap()  # batches reuse heap blocks (a process that imports torch gets that by chance)
     try:
         spec_bytes, layout, server, shm_name, slots, rows = ctrl.recv()
     except (EOFError, OSError):  # the learner went away before it had work for this process
@@ -337,12 +337,11 @@ def main(data_fd: int, ctrl_fd: int) -> None:
     try:
         with open(f"/dev/shm/{shm_name}", "r+b") as f:  # mapped as is: the parent unlinks it
             shm = mmap.mmap(f.fileno(), 0)
-        blocks = np.ndarray((slots, rows, _row_width(layout)), np.float32, buffer=shm)
-        pack = ReplayBuffer(1, **layout, device=torch.device("cpu")).pack_rows
+        blocks = np.ndarray((slots, rows, layout.row_width), np.float32, buffer=shm)
         spec = pb.EnvSpec.FromString(spec_bytes)
         publisher = WeightPublisher()
         status = [pb.LearnerStatus()]
-        staging = SlotStaging(torch.from_numpy(blocks), pack, data)
+        staging = SlotStaging(blocks, layout.pack, data)
         host, port = server.pop("host"), server.pop("port")
         token, mb = server.pop("token"), server.pop("max_message_mb")
         tls = server.pop("tls_cert"), server.pop("tls_key")

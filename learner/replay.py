@@ -17,11 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
-ROW_FIELDS = ("obs", "next_obs", "action", "reward", "terminated", "discount")
-"""Column order of a packed row (see `pack_rows`)."""
+from herd.learner.row_layout import RowLayout
 
 
 class ReplayBuffer:
@@ -39,10 +37,11 @@ class ReplayBuffer:
         self.capacity = capacity
         self.one_step_discount = float(one_step_discount)
         self.device = torch.device(device)
-        self.obs_dim = obs_dim = int(np.prod(obs_shape))
-        self.obs_pad = pad = -(-obs_dim // 8) * 8
+        self.layout = RowLayout.of(obs_shape, action_dim, one_step_discount)
+        self.obs_dim = obs_dim = self.layout.obs_dim
+        self.obs_pad = pad = self.layout.obs_pad
         self.action_dim = action_dim
-        self.row_width = 2 * pad + action_dim + 3
+        self.row_width = self.layout.row_width
         self.obs_pair = torch.zeros(capacity, 2 * pad, dtype=obs_dtype, device=self.device)
         self.rest = torch.zeros(capacity, action_dim + 3, dtype=torch.float32, device=self.device)
         self.obs, self.next_obs = self.obs_pair[:, :obs_dim], self.obs_pair[:, pad : pad + obs_dim]
@@ -58,31 +57,12 @@ class ReplayBuffer:
 
     # ---- writing (the single writer) ----
     def pack_rows(self, rows: dict, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Rows (numpy arrays or CPU tensors) as one [n, row_width] fp32 CPU tensor.
-
-        Packing happens in numpy on a view of `out` (e.g. pinned staging): one host pass,
-        dtype conversion included (terminated arrives as uint8). The obs pad columns of `out`
-        are never written: allocate it zeroed.
-        """
+        """Rows (numpy arrays or CPU tensors) as one [n, row_width] fp32 CPU tensor, packed in
+        numpy on a view of `out` (e.g. pinned staging; allocate it zeroed): RowLayout.pack."""
         n = int(rows["reward"].shape[0])
         if out is None:
             out = torch.zeros(n, self.row_width, dtype=torch.float32)
-        dst = out[:n].numpy()
-        pad = self.obs_pad
-        starts = {"obs": 0, "next_obs": pad, "action": 2 * pad, "reward": 2 * pad + self.action_dim}
-        starts["terminated"] = starts["reward"] + 1
-        starts["discount"] = starts["reward"] + 2
-        for name in ROW_FIELDS:
-            src = rows.get(name)
-            if src is None and name == "discount":
-                dst[:, starts[name]] = self.one_step_discount
-                continue
-            src = src.detach().cpu().numpy() if torch.is_tensor(src) else np.asarray(src)
-            src = src.reshape(n, -1)
-            expect = {"obs": self.obs_dim, "next_obs": self.obs_dim, "action": self.action_dim}.get(name, 1)
-            if src.shape[1] != expect:
-                raise ValueError(f"{name} has {src.shape[1]} columns, the ring expects {expect}")
-            dst[:, starts[name] : starts[name] + expect] = src
+        self.layout.pack(rows, out[:n].numpy())
         return out[:n]
 
     def extend(self, rows: dict) -> None:
@@ -90,7 +70,7 @@ class ReplayBuffer:
         self.extend_packed(self.pack_rows(rows).to(self.device, non_blocking=True))
 
     def extend_packed(self, packed: torch.Tensor) -> None:
-        """Write [n, row_width] rows in ROW_FIELDS order, on the current stream."""
+        """Write [n, row_width] rows in row_layout.ROW_FIELDS order, on the current stream."""
         n = packed.shape[0]
         if n > self.capacity:
             packed = packed[-self.capacity :]

@@ -75,7 +75,7 @@ class Learner:
 
         # the start-up timeline's learner_* phases (cluster/startup.py), this process's clock
         self.startup_unix = {"process": process_started(), "init": time.time()}
-        # ingest processes boot (Python, torch, gRPC) while this one imports torch and builds
+        # ingest processes boot (Python, numpy, gRPC: no torch) while this one imports torch and builds
         # the buffer and the networks; with device auto, on the guess that CUDA is there
         self._starting: IngestProcess | None = None
         if ingest_in_processes(cfg, cuda_likely(cfg.device)):

@@ -89,6 +89,31 @@ def test_batch_larger_than_a_slot_arrives_whole_in_order(learner, spec):
     np.testing.assert_allclose(ring.obs[before:before + BIG].cpu().numpy(), r["obs"])
 
 
+def test_the_child_packs_without_torch_as_the_ring_does(learner, spec):
+    """The ingest process packs with RowLayout in numpy (it never maps libtorch): every field
+    lands in the ring as the learner's own pack_rows puts it."""
+    from herd.learner.replay import ReplayBuffer
+
+    for pid in learner.ingest.pids:
+        with open(f"/proc/{pid}/maps") as f:
+            assert "libtorch" not in f.read()
+    before = settled(learner)["inserted"]
+    r = rows(300, seed=7)
+    with grpc.insecure_channel(learner.address()) as ch:
+        s = Stream(ch)
+        sid = handshake(ch, spec, "exact")
+        assert s.send(codec.pack_batch(r, session_id=sid, actor_id="exact", seq=1, policy_version=0)).code == 0
+        s.close()
+    assert settled(learner)["inserted"] == before + 300
+    ring = learner.buffer
+    ref = ReplayBuffer(300, tuple(spec.obs_shape), ring.action_dim, ring.device,
+                       one_step_discount=ring.one_step_discount)
+    ref.extend(r)
+    for field in ("obs", "next_obs", "action", "reward", "terminated", "discount"):
+        np.testing.assert_array_equal(getattr(ring, field)[before:before + 300].cpu().numpy(),
+                                      getattr(ref, field)[:300].cpu().numpy(), err_msg=field)
+
+
 def test_ingest_process_dies_with_a_killed_learner(spec):
     script = (
         f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
