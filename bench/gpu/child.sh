@@ -1,0 +1,17 @@
+# A/B/C on the cold Humanoid start-up (same call, a fresh cluster and empty compile cache each),
+# ~130 s an arm: base = as measured in session 10 (no compile process, no early CUDA context);
+# early = + learner.cuda_early; child = + learner.compile_process. ARMS="..." picks.
+source bench/gpu/setup.sh
+for a in ${ARMS:-child early base}; do
+  case $a in
+    base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
+    early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
+    child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
+    nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
+  esac
+  timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --seconds 100 \
+    $sets --out $OUT/startup-$a-nvidia-h200.json 2>&1 | grep -E "first update|compile process|done" | tail -3
+  python3 -c "
+import json; r=json.load(open('$OUT/startup-$a-nvidia-h200.json'))
+for x in r: print('$a', {k:x.get(k) for k in ['learner_init_s','learner_torch_s','learner_device_s','learner_listening_s','first_rows_s','first_update_s','actors_ready_s','first_compiled_update_s','capture_s','compile_process_s','graph_swap_s','eager_updates','seconds_to_5000']})"
+done
