@@ -28,6 +28,7 @@ from herd.learner.graphed import GraphPrep, twin_of
 from herd.learner.replay import ReplayBuffer
 from herd.learner.sac import SAC
 from herd.learner.service import Learner
+from tests.learner.procs import alive, children_running
 
 OBS, ACT = 5, 2
 LOW, HIGH = [-1.0] * ACT, [1.0] * ACT
@@ -122,14 +123,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_the_child_ends_when_the_learner_dies(tmp_path) -> None:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "PYTHONPATH": str(ROOT)}
@@ -138,28 +131,15 @@ def test_the_child_ends_when_the_learner_dies(tmp_path) -> None:
     try:
         pid = int(parent.stdout.readline())
         time.sleep(4.0)  # past its imports: compiling
-        assert _alive(pid)
+        assert alive(pid)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 15
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(pid)
+        assert not alive(pid)
     finally:
         parent.kill()
-
-
-def _compile_children() -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if (entry.name.isdigit() and b"learner.compile_proc" in (entry / "cmdline").read_bytes()
-                    and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
-                    and _alive(int(entry.name))):
-                found.append(int(entry.name))
-        except (OSError, ValueError):
-            pass
-    return found
 
 
 @no_cuda
@@ -170,7 +150,7 @@ def test_the_learner_boots_a_child_only_for_a_background_compile_on_cuda(spec, m
                 batch_size=16, hidden_sizes=(16, 16), ingest_process="off")
     lrn = Learner(LearnerConfig(device="auto", **base), spec)
     try:
-        assert lrn._compiling is None and not _compile_children()
+        assert lrn._compiling is None and not children_running(b"learner.compile_proc")
     finally:
         lrn.stop()
     seen = []
@@ -183,7 +163,7 @@ def test_the_learner_boots_a_child_only_for_a_background_compile_on_cuda(spec, m
     monkeypatch.setattr(CompileProcess, "__init__", boot)
     with pytest.raises(RuntimeError, match="sees no GPU"):
         Learner(LearnerConfig(device="cuda", **base), spec)
-    assert len(seen) == 1 and seen[0].returncode is not None and not _compile_children()
+    assert len(seen) == 1 and seen[0].returncode is not None and not children_running(b"learner.compile_proc")
 
 
 def test_kill_is_safe_from_two_threads() -> None:

@@ -23,6 +23,7 @@ from herd.learner.service import Learner
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
+from tests.learner.procs import alive, children_running
 from tests.learner.test_bad_input import Stream, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,9 +128,9 @@ def test_ingest_process_dies_with_a_killed_learner(spec):
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
         deadline = time.monotonic() + 10
-        while _alive(child) and time.monotonic() < deadline:
+        while alive(child) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(child), "the ingest process outlived its learner"
+        assert not alive(child), "the ingest process outlived its learner"
         with socket.socket() as s:  # nothing holds the port
             s.bind(("127.0.0.1", port))
     finally:
@@ -146,14 +147,6 @@ def spawn_learner() -> Learner:
                                d["action_low"], d["action_high"])
     return Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
                                  hidden_sizes=(8,), ingest_process="on"), spec)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has gone
-    except FileNotFoundError:
-        return False
 
 
 def test_several_ingest_processes_each_actor_at_its_home(spec):
@@ -200,20 +193,6 @@ def _started(pid: int) -> float:
     with open("/proc/uptime") as f:
         uptime = float(f.read().split()[0])
     return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _ingest_children() -> list[int]:
-    """This process's ingest children still alive."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if (entry.name.isdigit() and b"learner.ingest_proc" in (entry / "cmdline").read_bytes()
-                    and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
-                    and _alive(int(entry.name))):
-                found.append(int(entry.name))
-        except (OSError, ValueError):
-            pass
-    return found
 
 
 def test_the_training_thread_starts_while_the_ingest_processes_boot(spec, monkeypatch):
@@ -263,7 +242,7 @@ def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
         assert (reply.ingest_port or lrn.port) in {c.port for c in lrn.ingest.children}
     finally:
         lrn.stop()
-    before = set(_ingest_children())
+    before = set(children_running(b"learner.ingest_proc"))
     with pytest.raises(FileNotFoundError):
         Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
                               hidden_sizes=(8,), ingest_process="on", ingest_processes=2), spec,
@@ -271,4 +250,4 @@ def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
     with pytest.raises(RuntimeError, match="sees no GPU"):  # booted, never given work
         Learner(LearnerConfig(device="cuda", ingest_process="on"), spec)
     time.sleep(0.5)
-    assert set(_ingest_children()) <= before
+    assert set(children_running(b"learner.ingest_proc")) <= before
