@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from herd.learner.child_proc import start_child
 
 if TYPE_CHECKING:
     from herd.learner.config import LearnerConfig
@@ -46,12 +46,7 @@ class CompileProcess:
         """`device`: where to compile; None: the learner's (`cfg.device`, resolved as the
         learner resolves it). `warmup`: calls of `updates_per_call` updates, as GraphedUpdate."""
         self._conn, child_end = mp.Pipe()
-        root = str(Path(__file__).resolve().parent.parent)
-        boot = (f"import sys; sys.path.insert(0, {root!r}); "
-                f"from learner.compile_proc import main; main({child_end.fileno()})")
-        self.proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=(child_end.fileno(),))
-        child_end.close()
-        self.started = time.monotonic()
+        self.proc = start_child("compile_proc", child_end)  # learner/child_proc.py
         self.seconds: float | None = None  # the child's compile and warm-up, once done
         work = dict(cfg=cfg.model_dump(), obs_shape=tuple(obs_shape), action_dim=int(action_dim),
                     low=[float(x) for x in action_low], high=[float(x) for x in action_high],

@@ -25,17 +25,15 @@ import logging
 import mmap
 import multiprocessing as mp
 import os
-import subprocess
-import sys
 import threading
 import time
 from multiprocessing import connection, shared_memory
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from herd.learner.child_proc import start_child
 from herd.learner.publisher import WeightPublisher
 from herd.learner.row_layout import RowLayout
 from herd.proto import herd_pb2 as pb
@@ -171,20 +169,12 @@ class _Child:
     """One ingest process: its shared slots, its two pipes, its books once it has stopped."""
 
     def __init__(self):
-        # A fresh interpreter (not multiprocessing's spawn, which re-runs the parent's __main__:
-        # a Ray worker's, or a script's without a main guard); the pipes' ends are inherited.
         self.data, child_data = mp.Pipe()
         self._ctrl, child_ctrl = mp.Pipe()
         self._ctrl_lock = threading.Lock()
         self._held: list[int] = []  # slots handed to the trainer by the last take()
         self._final: dict | None = None
-        fds = (child_data.fileno(), child_ctrl.fileno())
-        root = str(Path(__file__).resolve().parent.parent)
-        boot = (f"import sys; sys.path.insert(0, {root!r}); "
-                f"from learner.ingest_proc import main; main({fds[0]}, {fds[1]})")
-        self.proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
-        child_data.close()
-        child_ctrl.close()
+        self.proc = start_child("ingest_proc", child_data, child_ctrl)  # learner/child_proc.py
 
     def start(self, spec: pb.EnvSpec, layout: dict, server: dict, staging_batches: int, pin: bool):
         """The shared slots, and the child's work: it serves once it has booted."""
@@ -193,7 +183,8 @@ class _Child:
         max_batch = server["max_batch"]
         rows = min(max_batch, SLOT_ROWS)
         slots = max(staging_batches, -(-max_batch // rows))
-        width = _row_width(layout)
+        rows_layout = RowLayout.of(**layout)  # plain numbers: the child never imports torch
+        width = rows_layout.row_width
         nbytes = slots * rows * width * 4
         free = os.statvfs("/dev/shm").f_bavail * os.statvfs("/dev/shm").f_frsize
         if nbytes > free:  # a sparse segment past the tmpfs size would SIGBUS on first write
@@ -206,7 +197,6 @@ class _Child:
             if int(err) != 0:  # not cudaSuccess: still right, one host copy slower
                 log.warning("ingest slots could not be page-locked (%s): rows go through a "
                             "pinned copy", err)
-        rows_layout = RowLayout.of(**layout)  # plain numbers: the child never imports torch
         self._ctrl.send((spec.SerializeToString(), rows_layout, server, self._shm.name, slots, rows))
 
     def kill(self) -> None:
@@ -313,10 +303,6 @@ class SlotStaging:
         """One pipe message for all the slots filled in a pass of the loop, not one per batch."""
         filled, self._filled = self._filled, []
         self.data.send(filled)
-
-
-def _row_width(layout: dict) -> int:
-    return RowLayout.of(**layout).row_width
 
 
 def main(data_fd: int, ctrl_fd: int) -> None:
