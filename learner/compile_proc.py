@@ -33,10 +33,6 @@ from herd.learner.child_proc import start_child
 if TYPE_CHECKING:
     from herd.learner.config import LearnerConfig
 
-RING = 1_000
-"""Rows of the child's ring: enough to sample from, nothing the compiled code depends on."""
-
-
 class CompileProcess:
     """Boots the child and hands it the work at once; `wait` blocks (without the GIL) until it
     is done, and returns why it failed (one line) or None."""
@@ -103,22 +99,16 @@ def main(fd: int) -> None:
     threading.Thread(target=_orphaned, args=(conn,), daemon=True).start()
     try:
         t0 = time.perf_counter()
-        import numpy as np
-        import torch
-
         from herd.learner.config import LearnerConfig
         from herd.learner.graphed import configure_backends, warm_twin
-        from herd.learner.replay import ReplayBuffer
-        from herd.learner.sac import SAC
+        from herd.learner.precompile import small_update
         from herd.learner.service import pick_device
 
         cfg = LearnerConfig(**work["cfg"])
         device = pick_device(work["device"])
         configure_backends(device, cfg.tf32)
-        twin = SAC(cfg, int(np.prod(work["obs_shape"])), work["action_dim"],
-                   np.asarray(work["low"]), np.asarray(work["high"]), device)
-        ring = ReplayBuffer(RING, work["obs_shape"], work["action_dim"], device,
-                            obs_dtype=getattr(torch, cfg.buffer_dtype), one_step_discount=cfg.gamma)
+        twin, ring = small_update(cfg, work["obs_shape"], work["action_dim"], work["low"],
+                                  work["high"], device)
         t1 = time.perf_counter()
         warm_twin(twin, ring, cfg.updates_per_call, cfg.compile_mode, work["warmup"])
         seconds = time.perf_counter() - t1

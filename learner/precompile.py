@@ -19,6 +19,19 @@ from herd.learner.graphed import make_update
 from herd.learner.replay import ReplayBuffer
 from herd.learner.sac import SAC
 
+RING = 1_000
+"""Rows of the ring compiled against: enough to sample from; its size is not compiled in."""
+
+
+def small_update(cfg: LearnerConfig, obs_shape: tuple[int, ...], action_dim: int, action_low,
+                 action_high, device: torch.device) -> tuple[SAC, ReplayBuffer]:
+    """A fresh SAC of `cfg` and an empty RING-row ring of the learner's layout: what compiles
+    to the same code as the learner's own update (herd precompile, learner/compile_proc.py)."""
+    ring = ReplayBuffer(RING, tuple(obs_shape), action_dim, device,
+                        obs_dtype=getattr(torch, cfg.buffer_dtype), one_step_discount=cfg.gamma)
+    sac = SAC(cfg, ring.obs_dim, action_dim, np.asarray(action_low), np.asarray(action_high), device)
+    return sac, ring
+
 
 def precompile(cfg: LearnerConfig, obs_dim: int, action_dim: int, action_low, action_high,
                device: torch.device) -> float:
@@ -27,8 +40,5 @@ def precompile(cfg: LearnerConfig, obs_dim: int, action_dim: int, action_low, ac
     if torch.device(device).type != "cuda" or not cfg.compile:
         return 0.0
     t0 = time.perf_counter()
-    buf = ReplayBuffer(1_000, (obs_dim,), action_dim, device,  # its size is not compiled in
-                       obs_dtype=getattr(torch, cfg.buffer_dtype))
-    sac = SAC(cfg, obs_dim, action_dim, np.asarray(action_low), np.asarray(action_high), device)
-    make_update(sac, buf).prepare()
+    make_update(*small_update(cfg, (obs_dim,), action_dim, action_low, action_high, device)).prepare()
     return time.perf_counter() - t0
