@@ -70,7 +70,8 @@ class Trainer:
         if blocks:
             with self.model_lock:
                 self.table.insert(blocks)
-            self.first_unix.setdefault("first_rows", time.time())
+            if "first_rows" not in self.first_unix:
+                self.first_unix["first_rows"] = time.time()
 
     def _loop(self) -> None:
         torch.set_num_threads(self.num_threads)  # per thread under OpenMP (actors/policy.py)
@@ -95,7 +96,8 @@ class Trainer:
                     with self.model_lock:
                         losses = self.step()
                         self.updates += k
-                    self.first_unix.setdefault("first_update", time.time())
+                    if "first_update" not in self.first_unix:
+                        self.first_unix["first_update"] = time.time()
                     if self.updates % 50 < k:
                         self.losses = losses.float().cpu()
                 now = time.monotonic()
