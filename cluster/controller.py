@@ -99,7 +99,10 @@ class Controller:
         actor_id = f"actor-{i}"
         extra = {"resources": self.resources} if self.resources else {}
         relay = {}
-        node = self._pick_node(planned) if self.actor_cfg.weights_relay else None
+        # in a placement group (a `herd tune` trial) the group places the actor: a node
+        # affinity would take it out of the group, to wait for CPUs the group holds
+        node = (self._pick_node(planned) if self.actor_cfg.weights_relay
+                and ray.util.get_current_placement_group() is None else None)
         if node is not None:
             planned[node] += 1
             extra["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)

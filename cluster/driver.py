@@ -244,9 +244,16 @@ def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
     """The job's controller and its first actors; returns (controller, ref of the scale call).
     The controller goes on this driver's node (the head, where `herd` finds its endpoint's
     record: cluster/control.py) while that node is alive."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util import get_current_placement_group
+    from ray.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
+                                                PlacementGroupSchedulingStrategy)
 
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    group = get_current_placement_group()
+    if group is not None:  # a `herd tune` trial: the controller and the env actors it starts
+        # go in the trial's group; outside it they would wait for CPUs the group holds
+        here = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+    else:
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     controller = ray.remote(Controller).options(
         name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
         scheduling_strategy=here,
@@ -344,8 +351,11 @@ class LearnerWatch:
 
 
 def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
-        timeline: Timeline | None = None, env: dict | None = None) -> dict:
-    """`env`: config.check_env's spec when the caller has it (main: from `herd submit`)."""
+        timeline: Timeline | None = None, env: dict | None = None,
+        learner_bundle: int | None = None) -> dict:
+    """`env`: config.check_env's spec when the caller has it (main: from `herd submit`).
+    `learner_bundle`: in a placement group (a `herd tune` trial), the bundle that is the
+    learner's, so that no env actor takes it first (the actors take the group's others)."""
     timeline = timeline or Timeline(DRIVER_STARTED)
     # ---- refuse what can never run, before any process starts ----
     if env is None:
@@ -371,10 +381,17 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                                d["action_low"], d["action_high"])
     # ---- learner (GPU) -> controller -> env actors (CPU) ----
     ckpt_dir = str(run_dir / "checkpoint")
+    placed = {}
+    if learner_bundle is not None:
+        from ray.util import get_current_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        placed["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+            get_current_placement_group(), placement_group_bundle_index=learner_bundle)
     learner = ray.remote(Learner).options(
         name=f"{job_id}-learner", namespace=NAMESPACE, num_gpus=gpus,
         num_cpus=cfg.learner.num_cpus, max_concurrency=16,
-        max_restarts=cfg.learner.max_restarts,
+        max_restarts=cfg.learner.max_restarts, **placed,
     ).remote(cfg.learner, spec, resume, ckpt_dir)
     # Actors boot (~10 s: Python, torch, MuJoCo) while the learner initialises CUDA and
     # compiles; they dial with backoff until it listens. Only an address the learner picks

@@ -63,7 +63,7 @@ def trial(config: dict) -> None:
     params = config["cell"]
     cfg = parse_config(params["config"], "trial")
     job_id = f"{params['name']}-{params['index']:03d}"  # as job_name() names the trial
-    summary = driver.run(cfg, job_id, Path(params["runs_dir"]) / job_id)
+    summary = driver.run(cfg, job_id, Path(params["runs_dir"]) / job_id, learner_bundle=LEARNER_BUNDLE)
     evals = [e["mean_return"] for e in summary["evaluations"]]
     ls = summary["learner"]
     tune.report({
@@ -77,6 +77,9 @@ def trial(config: dict) -> None:
 def job_name(t) -> str:
     cell = t.config["cell"]
     return f"{cell['name']}-{cell['index']:03d}"
+
+
+LEARNER_BUNDLE = 1  # trial_resources' bundles: [driver, learner, *env actors]
 
 
 def trial_resources(config: dict):

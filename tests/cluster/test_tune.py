@@ -33,7 +33,9 @@ def test_tune_runs_each_cell_as_a_job_and_writes_flat_records(ray_cluster, tmp_p
     # 30 s a trial: two side by side on 2 cores make their first update ~17-19 s into it
     r = tune(tmp_path, "--grid", "learner.batch_size=16,32", "--grid", "learner.replay_ratio=0.5",
              "--seconds", str(SECONDS), "--concurrent", "2", "--name", "t", "--out", str(out),
-             "--set", "run.log_every_s=2")
+             "--set", "run.log_every_s=2", "--set", "actors.num_cpus=1.4")
+    # 1.4 CPUs an actor: the two trials' groups then hold all but 0.2 of the 4, so an actor
+    # scheduled outside its trial's group would never start (as on the GPU box, 0 steps)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     records = json.loads(out.read_text())
     assert [(rec["learner.batch_size"], rec["learner.replay_ratio"]) for rec in records] == [(16, 0.5), (32, 0.5)]
