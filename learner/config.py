@@ -98,11 +98,15 @@ class LearnerConfig(BaseModel):
     """CUDA, with compile and graph_in_background: the cold compile runs in a child process
     booted as the learner starts (learner/compile_proc.py), so its tens of seconds of Python
     never take the training thread's GIL; the background thread then compiles from the caches
-    it filled. Off: all of the compile on the background thread. Not measured on the GPU yet."""
-    cuda_early: bool = True
+    it filled. Off: all of the compile on the background thread. Off by default: on the H200
+    (cold Humanoid, 100 s) no compiled graph took over within the run with it, against 91 s
+    without; the uncompiled graph meanwhile ran 49k updates against 35k
+    (bench/results/startup-{child,base}-nvidia-h200.json)."""
+    cuda_early: bool = False
     """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
     learner imports torch (learner/cuda_early.py); torch then finds it open. No effect
-    elsewhere. Not measured on the GPU yet."""
+    elsewhere. Off: on the H200 (cold Humanoid, one run each) the learner's init -> device
+    took 5.17 s with it and 4.51 s without (bench/results/startup-{child,base}-nvidia-h200.json)."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True

@@ -70,7 +70,7 @@ print(json.dumps({"error": prep.error, "child_s": prep.child_s, "seconds": prep.
     not torch.cuda.is_available(), reason="needs CUDA"))])
 def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device) -> None:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-           "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": str(ROOT)}
+           "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     cfg = {**TINY, "device": device, **({"amp": "bf16"} if device == "cuda" else {})}
     out = subprocess.run([sys.executable, "-c", PARENT, json.dumps(cfg)], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=600, check=False)
@@ -125,7 +125,7 @@ time.sleep(600)
 
 def test_the_child_ends_when_the_learner_dies(tmp_path) -> None:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     parent = subprocess.Popen([sys.executable, "-c", ORPHAN, json.dumps(TINY)], env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
