@@ -92,14 +92,18 @@ bench-family: ## the family beside plain SAC on one task, 2 minutes each: make b
 	  --set env.id=$(or $(TASK),Walker2d-v5) --set run.stop_at_target=false --set run.target_return=null \
 	  --seconds 120 --out bench/results/family-$(or $(TASK),Walker2d-v5)-nvidia-h200.json
 
-bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one batch size per GPU call: make bench-sweep BATCH=512 (then 1024, 2048); 3 ratios x 3 seeds, compile cache warmed first
+bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one seed's 3 x 3 grid per GPU call: make bench-sweep SEED=1 (then 2, 3); the compile cache is warmed for each batch size first (in parallel)
 	$(PYTHON) -m herd up
-	$(PYTHON) -m herd precompile configs/humanoid.yaml --set learner.batch_size=$(or $(BATCH),512)
-	$(PYTHON) -m herd tune configs/humanoid.yaml --grid learner.batch_size=$(or $(BATCH),512) \
+	pids=; for b in $(subst $(comma), ,$(BATCHES)); do \
+	  $(PYTHON) -m herd precompile configs/humanoid.yaml --set learner.batch_size=$$b & pids="$$pids $$!"; done; \
+	for p in $$pids; do wait $$p || exit 1; done
+	$(PYTHON) -m herd tune configs/humanoid.yaml --grid learner.batch_size=$(BATCHES) \
 	  --grid learner.replay_ratio=0.025,0.05,0.1 --set actors.num_actors=4 --seconds 120 --concurrent 3 \
-	  --seeds $(or $(SEEDS),3) --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
+	  --seeds $(or $(SEEDS),1) --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
 
 comma := ,
+BATCHES ?= 512$(comma)1024$(comma)2048
+
 bench-ablation: ## each piece of the family off in turn on Humanoid-v5, 120 s per run, seeds 1,2, appended: make bench-ablation PIECES=residual, then PIECES=c51,obs_norm NOFULL=1, then PIECES=reward_norm,n_step NOFULL=1 (one GPU call each)
 	$(PYTHON) -m herd up
 	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1$(comma)2) \
