@@ -245,8 +245,10 @@ def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
     The controller goes on this driver's node (the head, where `herd` finds its endpoint's
     record: cluster/control.py) while that node is alive."""
     from ray.util import get_current_placement_group
-    from ray.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
-                                                PlacementGroupSchedulingStrategy)
+    from ray.util.scheduling_strategies import (
+        NodeAffinitySchedulingStrategy,
+        PlacementGroupSchedulingStrategy,
+    )
 
     group = get_current_placement_group()
     if group is not None:  # a `herd tune` trial: the controller and the env actors it starts
