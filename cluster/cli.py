@@ -551,12 +551,13 @@ def cmd_tune(args) -> int:
 
     try:
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-        tune.run(args.config, args.grid, seeds, args.seconds, args.concurrent, args.name, args.runs_dir,
-                 args.out, command="herd " + " ".join(sys.argv[1:]), append=args.append, sets=args.set)
+        records = tune.run(args.config, args.grid, seeds, args.seconds, args.concurrent, args.name,
+                           args.runs_dir, args.out, command="herd " + " ".join(sys.argv[1:]),
+                           append=args.append, sets=args.set)
     except ConfigError as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
-    return 0
+    return 1 if any("error" in rec for rec in records) else 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 from pathlib import Path
 
 import yaml
@@ -64,6 +65,9 @@ def trial(config: dict) -> None:
     cfg = parse_config(params["config"], "trial")
     job_id = f"{params['name']}-{params['index']:03d}"  # as job_name() names the trial
     summary = driver.run(cfg, job_id, Path(params["runs_dir"]) / job_id, learner_bundle=LEARNER_BUNDLE)
+    problem = idle_trial(summary)
+    if problem:  # a result of nothing is no cell's answer: the trial errs, and says why
+        raise RuntimeError(f"{job_id}: {problem}")
     evals = [e["mean_return"] for e in summary["evaluations"]]
     ls = summary["learner"]
     tune.report({
@@ -72,6 +76,20 @@ def trial(config: dict) -> None:
         "updates": int(ls["updates"]), "env_steps": int(ls["received"]), "wall_s": summary["wall_s"],
         "updates_per_s": ls["updates"] / summary["wall_s"], "env_steps_per_s": ls["received"] / summary["wall_s"],
     })
+
+
+def idle_trial(summary: dict) -> str | None:
+    """Why a finished trial's job measured nothing (no update), or None when it trained."""
+    ls = summary["learner"]
+    if ls["updates"] > 0:
+        return None
+    start = summary.get("startup") or {}
+    if not ls["received"]:
+        actors = ("no env actor was ever ready (waiting for CPUs its trial's group did not give it?)"
+                  if start.get("actors_ready_s") is None else "the env actors sent no transition")
+        return f"no update in {summary['wall_s']:.0f} s: {actors}"
+    return (f"no update in {summary['wall_s']:.0f} s: {ls['received']} transitions received, fewer "
+            f"than learner.min_replay_size or too few for the budget")
 
 
 def job_name(t) -> str:
@@ -151,6 +169,9 @@ def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, co
         heatmap(records, *grid, path.with_suffix(".png"), f"{records[0]['env']}, {seconds:.0f} s per trial, "
                 f"{header['machine']}")
     print(f"wrote {path}" + (f" and {path.with_suffix('.png')}" if path.with_suffix(".png").exists() else ""))
+    failed = sum("error" in rec for rec in records)
+    if failed:
+        print(f"herd tune: {failed} of {len(records)} trials failed (their error above)", file=sys.stderr)
     return records
 
 

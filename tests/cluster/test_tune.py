@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from herd.config import ConfigError
-from herd.tune import earlier_records, merged
+from herd.tune import earlier_records, idle_trial, merged
 from tests.jobs import ROOT, SMALL
 
 pytestmark = pytest.mark.cluster
@@ -93,3 +93,16 @@ def test_append_refuses_another_sweeps_file(tmp_path):
     r = tune(tmp_path, "--grid", "learner.batch_size=16", "--seconds", "5", "--out", str(path), "--append")
     assert r.returncode == 2 and "not a herd tune result" in r.stderr  # before any trial
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_trial_that_made_no_update_is_an_error_that_says_why():
+    """The GPU box's first sweep: 9 trials of 0 env steps each, recorded as results."""
+    def summary(updates, received, actors_ready):
+        return {"wall_s": 120.4, "learner": {"updates": updates, "received": received},
+                "startup": {"actors_ready_s": actors_ready}}
+
+    assert idle_trial(summary(10, 5_000, 3.0)) is None
+    assert "no env actor was ever ready" in idle_trial(summary(0, 0, None))
+    assert "sent no transition" in idle_trial(summary(0, 0, 3.0))
+    got = idle_trial(summary(0, 700, 3.0))
+    assert "no update in 120 s" in got and "700 transitions" in got and "min_replay_size" in got
