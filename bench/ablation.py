@@ -22,19 +22,25 @@ def by_variant(runs: list[dict]) -> dict[str, list[dict]]:
     return {v: sorted(rs, key=lambda r: r["seed"]) for v, rs in groups.items()}
 
 
+def mean_of(xs) -> float | None:
+    """The mean of the values there are (a run too short for an evaluation has none); None if none."""
+    xs = [x for x in xs if x is not None]
+    return mean(xs) if xs else None
+
+
 def rows(runs: list[dict]) -> list[dict]:
     """One row per variant: per-seed values, means, and the mean's change against 'full'."""
     out = []
     groups = by_variant(runs)
     full = groups.get("full")
-    base = mean(r["last3_eval_return"] for r in full) if full else None
+    base = mean_of(r["last3_eval_return"] for r in full) if full else None
     for variant, rs in groups.items():
-        last3 = mean(r["last3_eval_return"] for r in rs)
+        last3 = mean_of(r["last3_eval_return"] for r in rs)
         out.append({
             "variant": variant, "seeds": [r["seed"] for r in rs],
-            "final": [r["final_eval_return"] for r in rs], "final_mean": mean(r["final_eval_return"] for r in rs),
+            "final": [r["final_eval_return"] for r in rs], "final_mean": mean_of(r["final_eval_return"] for r in rs),
             "last3": [r["last3_eval_return"] for r in rs], "last3_mean": last3,
-            "vs_full": None if base in (None, 0) else (last3 - base) / abs(base),
+            "vs_full": None if base in (None, 0) or last3 is None else (last3 - base) / abs(base),
             "seconds_to_5000": [r.get("seconds_to_5000") for r in rs],
             "updates_per_s": mean(r["updates_per_s"] for r in rs),
         })
@@ -50,7 +56,7 @@ def markdown(table: list[dict]) -> str:
     for t in table:
         vs = "" if t["vs_full"] is None or t["variant"] == "full" else f"{t['vs_full']:+.0%}"
         lines.append(f"| {t['variant']} | {', '.join(map(str, t['seeds']))} | {each(t['final'])} | "
-                     f"{each(t['last3'])} | **{t['last3_mean']:,.0f}** | {vs} | "
+                     f"{each(t['last3'])} | **{each([t['last3_mean']])}** | {vs} | "
                      f"{each(t['seconds_to_5000'], '{:.0f}')} | {t['updates_per_s']:,.0f} |")
     return "\n".join(lines)
 
@@ -64,9 +70,10 @@ def plot(table: list[dict], path: Path, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(1.2 * len(table) + 2, 4))
     xs = range(len(table))
-    ax.bar(xs, [t["last3_mean"] for t in table], color="#9ab", label="mean of seeds")
+    ax.bar(xs, [t["last3_mean"] or 0 for t in table], color="#9ab", label="mean of seeds")
     for x, t in zip(xs, table):
-        ax.plot([x] * len(t["last3"]), t["last3"], "ko", ms=4, label="a seed" if x == 0 else None)
+        seeds = [v for v in t["last3"] if v is not None]
+        ax.plot([x] * len(seeds), seeds, "ko", ms=4, label="a seed" if x == 0 else None)
     ax.set_xticks(list(xs), [t["variant"] for t in table])
     ax.set_ylabel("eval return, mean of the last 3 evaluations")
     ax.set_title(title, fontsize=9)

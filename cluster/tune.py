@@ -83,10 +83,9 @@ def idle_trial(summary: dict) -> str | None:
     ls = summary["learner"]
     if ls["updates"] > 0:
         return None
-    start = summary.get("startup") or {}
     if not ls["received"]:
-        actors = ("no env actor was ever ready (waiting for CPUs its trial's group did not give it?)"
-                  if start.get("actors_ready_s") is None else "the env actors sent no transition")
+        actors = ("no env actor stepped (waiting for CPUs its trial's group did not give them?)"
+                  if not summary.get("actor_steps") else "the env actors stepped but sent no transition")
         return f"no update in {summary['wall_s']:.0f} s: {actors}"
     return (f"no update in {summary['wall_s']:.0f} s: {ls['received']} transitions received, fewer "
             f"than learner.min_replay_size or too few for the budget")

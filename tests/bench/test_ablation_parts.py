@@ -71,3 +71,10 @@ def test_append_keeps_runs_of_the_same_budget_and_refuses_anything_else(tmp_path
     path.write_text("{not json")
     with pytest.raises(SystemExit, match="not JSON"):
         earlier_runs(path, 120)
+
+
+def test_a_run_with_no_evaluation_leaves_its_cell_blank_not_the_table():
+    table = rows(RUNS + [run("-n_step", 1, None, final=300.0)])
+    n_step = table[-1]
+    assert n_step["variant"] == "-n_step" and n_step["last3_mean"] is None and n_step["vs_full"] is None
+    assert "| -n_step | 1 | 300 | – | **–** |" in markdown(table)

@@ -97,12 +97,12 @@ def test_append_refuses_another_sweeps_file(tmp_path):
 
 def test_a_trial_that_made_no_update_is_an_error_that_says_why():
     """The GPU box's first sweep: 9 trials of 0 env steps each, recorded as results."""
-    def summary(updates, received, actors_ready):
+    def summary(updates, received, actor_steps):
         return {"wall_s": 120.4, "learner": {"updates": updates, "received": received},
-                "startup": {"actors_ready_s": actors_ready}}
+                "actor_steps": actor_steps}
 
-    assert idle_trial(summary(10, 5_000, 3.0)) is None
-    assert "no env actor was ever ready" in idle_trial(summary(0, 0, None))
-    assert "sent no transition" in idle_trial(summary(0, 0, 3.0))
-    got = idle_trial(summary(0, 700, 3.0))
+    assert idle_trial(summary(10, 5_000, 5_000)) is None
+    assert "no env actor stepped" in idle_trial(summary(0, 0, 0))
+    assert "sent no transition" in idle_trial(summary(0, 0, 800))
+    got = idle_trial(summary(0, 700, 700))
     assert "no update in 120 s" in got and "700 transitions" in got and "min_replay_size" in got
