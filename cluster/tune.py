@@ -141,28 +141,21 @@ def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, co
     params = [{**c, "index": i, "name": name, "runs_dir": str(root)} for i, c in enumerate(todo)]
     print(f"herd tune: {len(todo)} trials ({' x '.join(str(len(v)) for v in grid.values())} cells x "
           f"{len(seeds)} seeds), {seconds:.0f} s each, {concurrent} at a time; runs in {root}", flush=True)
+    books = TrialBooks(path, list(grid), earlier, {**machine(), "config_file": config, "seconds": seconds,
+                                                   "command": command})
     tuner = tune.Tuner(
         tune.with_resources(trial, trial_resources),
         param_space={"cell": tune.grid_search(params)},
         tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, trial_name_creator=job_name,
                                     trial_dirname_creator=job_name),
-        run_config=tune.RunConfig(storage_path=str(root / "tune"), name=name, verbose=1),
+        run_config=tune.RunConfig(storage_path=str(root / "tune"), name=name, verbose=1,
+                                  callbacks=[books.callback()]),
     )
     results = tuner.fit()
-    header = machine()
-    records = []
-    for r in results:
-        cell = r.config["cell"]
-        rec = {**header, "env": cell["config"]["env"]["id"], "config_file": config, "seed": cell["seed"],
-               "seconds": seconds, **cell["point"], "command": command}
-        if r.error is not None:
-            rec["error"] = str(r.error).splitlines()[-1][:300]
-        else:
-            rec.update({k: v for k, v in r.metrics.items() if k in TRIAL_KEYS})
-        records.append(rec)
-    records = merged(records, earlier, list(grid))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(records, indent=1) + "\n")
+    header = books.header
+    for r in results:  # every trial once more, from Tune's own books (the callback's may lag)
+        books.add(r.config["cell"], r.metrics, None if r.error is None else str(r.error))
+    records = books.write()
     print_table(records, list(grid))
     if len(grid) == 2 and mean_by_point(records, list(grid)):
         heatmap(records, *grid, path.with_suffix(".png"), f"{records[0]['env']}, {seconds:.0f} s per trial, "
@@ -172,6 +165,47 @@ def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, co
     if failed:
         print(f"herd tune: {failed} of {len(records)} trials failed (their error above)", file=sys.stderr)
     return records
+
+
+class TrialBooks:
+    """The sweep's records, written to `path` again as each trial ends (with --append's earlier
+    ones), so that a sweep cut short (a GPU call's time limit) keeps the trials it finished."""
+
+    def __init__(self, path: Path, keys: list[str], earlier: list[dict], header: dict):
+        self.path, self.keys, self.earlier, self.header = path, keys, earlier, header
+        self.done: dict[int, dict] = {}  # by trial index
+
+    def add(self, cell: dict, metrics: dict | None, error: str | None) -> None:
+        rec = {**self.header, "env": cell["config"]["env"]["id"], "seed": cell["seed"], **cell["point"]}
+        if error is not None:
+            rec["error"] = error.strip().splitlines()[-1][:300]
+        else:
+            rec.update({k: v for k, v in (metrics or {}).items() if k in TRIAL_KEYS})
+        self.done[cell["index"]] = rec
+
+    def write(self) -> list[dict]:
+        records = merged([self.done[i] for i in sorted(self.done)], self.earlier, self.keys)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(records, indent=1) + "\n")
+        tmp.replace(self.path)  # never a half-written file
+        return records
+
+    def callback(self):
+        from ray.tune import Callback
+
+        books = self
+
+        class Keep(Callback):
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                books.add(trial.config["cell"], trial.last_result, None)
+                books.write()
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                books.add(trial.config["cell"], None, trial.get_error() or "the trial failed")
+                books.write()
+
+        return Keep()
 
 
 def earlier_records(path: Path, keys: list[str], seconds: float) -> list[dict]:

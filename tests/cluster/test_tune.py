@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from herd.config import ConfigError
-from herd.tune import earlier_records, idle_trial, merged
+from herd.tune import TrialBooks, earlier_records, idle_trial, merged
 from tests.jobs import ROOT, SMALL
 
 pytestmark = pytest.mark.cluster
@@ -106,3 +106,27 @@ def test_a_trial_that_made_no_update_is_an_error_that_says_why():
     assert "sent no transition" in idle_trial(summary(0, 0, 800))
     got = idle_trial(summary(0, 700, 700))
     assert "no update in 120 s" in got and "700 transitions" in got and "min_replay_size" in got
+
+
+def test_each_finished_trial_is_written_at_once_so_a_cut_sweep_keeps_it(tmp_path):
+    """A GPU call's time limit can end `herd tune` mid-grid: what finished is already on disk."""
+    from types import SimpleNamespace
+
+    key = "learner.batch_size"
+    path = tmp_path / "sweep.json"
+    earlier = [{key: 16, "seed": 9, "final_eval_return": 1.0, "seconds": 30}]
+    books = TrialBooks(path, [key], earlier, {"machine": "test", "seconds": 30})
+    keep = books.callback()
+
+    def trial(index, seed, result=None, error=None):
+        cell = {"index": index, "seed": seed, "point": {key: 16}, "config": {"env": {"id": "E-v0"}}}
+        return SimpleNamespace(config={"cell": cell}, last_result=result, get_error=lambda: error)
+
+    keep.on_trial_complete(1, [], trial(0, 1, {"final_eval_return": 5.0, "updates": 7, "time_total_s": 3}))
+    got = json.loads(path.read_text())
+    assert [(r["seed"], r.get("final_eval_return")) for r in got] == [(1, 5.0), (9, 1.0)]
+    assert "time_total_s" not in got[0] and got[0]["updates"] == 7 and got[0]["env"] == "E-v0"
+    keep.on_trial_error(2, [], trial(1, 2, error="Traceback ...\nRuntimeError: t-001: no update in 30 s"))
+    got = json.loads(path.read_text())
+    assert got[1]["seed"] == 2 and got[1]["error"] == "RuntimeError: t-001: no update in 30 s"
+    assert not list(tmp_path.glob("*.tmp"))  # written whole, then moved in place
