@@ -42,24 +42,37 @@ def _progress_of(job_id: str) -> dict | None:
         return None
 
 
+PLAIN_EVERY_S = 15.0
+"""Not a terminal (a pipe, a log file, CI): no bar, but a plain line this often, and at each change
+of state, so that a long job shows progress there too."""
+
+
 def follow_job(client, job_id: str, run_dir: Path) -> int:
     """Progress bar until the job ends; then the final evaluation and where results are."""
+    plain, said, last_line, began = not console.is_terminal, None, 0.0, time.monotonic()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
+                  TimeElapsedColumn(), console=console, transient=False, disable=plain) as bar:
         task = bar.add_task("starting", total=None, info="")
         while True:
             status = str(client.get_job_status(job_id)).split(".")[-1]
             if status in TERMINAL:
                 break
             p = _progress_of(job_id) if status == "RUNNING" else None
+            state = "training" if p else status.lower()
+            info = ""
             if p:
                 frac = max(p["env_steps"] / p["max_env_steps"], p["time_s"] / p["max_seconds"])
-                bar.update(task, total=1.0, completed=min(frac, 1.0), description="training",
-                           info=(f"steps {p['env_steps']} ({p['env_steps_per_s']:.0f}/s)  updates "
-                                 f"{p['updates']} ({p['updates_per_s']:.0f}/s)  actors {p['actors']}  "
-                                 f"return {_fmt(p['train_return'])}  eval {_fmt(p['eval_return'])}"))
+                info = (f"steps {p['env_steps']} ({p['env_steps_per_s']:.0f}/s)  updates "
+                        f"{p['updates']} ({p['updates_per_s']:.0f}/s)  actors {p['actors']}  "
+                        f"return {_fmt(p['train_return'])}  eval {_fmt(p['eval_return'])}")
+                bar.update(task, total=1.0, completed=min(frac, 1.0), description=state, info=info)
             else:
-                bar.update(task, description=status.lower())
+                bar.update(task, description=state)
+            now = time.monotonic()
+            if plain and (state != said or now - last_line >= PLAIN_EVERY_S):
+                console.print(f"{now - began:5.0f}s {state}  {info}".rstrip(), markup=False, highlight=False,
+                              soft_wrap=True)  # one line each, at any width
+                said, last_line = state, now
             time.sleep(2)
     summary = run_dir / "summary.json"
     if status == "SUCCEEDED" and summary.exists():

@@ -162,6 +162,8 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
                 "--set", "run.wandb.project=herd-suite", "--set", "run.wandb.mode=offline", timeout=400)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         job = next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("submitted"))
+        # not a terminal: plain progress lines instead of the bar
+        assert re.search(r"^ *\d+s (pending|running|training)", r.stdout, re.MULTILINE), r.stdout
         assert job.startswith("herd-fresh-")
         run_dir = runs / job
         summary = json.loads((run_dir / "summary.json").read_text())
