@@ -181,11 +181,7 @@ def test_kill_is_safe_from_two_threads() -> None:
 def test_a_cuda_learner_swaps_in_the_graph_compiled_from_its_child(spec, tmp_path, monkeypatch) -> None:
     """GPU: a learner with compile_process trains on the uncompiled graph, and the compiled
     one takes over after the child's cold compile, with no error on the way."""
-    import grpc
-
-    from herd.proto import codec
-    from tests.learner.test_bad_input import Stream, rows
-    from tests.learner.test_ingest_process import handshake
+    from tests.learner.test_ingest_process import send_batches
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # cold, and the
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # child inherits it
@@ -194,13 +190,7 @@ def test_a_cuda_learner_swaps_in_the_graph_compiled_from_its_child(spec, tmp_pat
                                 hidden_sizes=(32, 32), replay_ratio=None, updates_per_call=2), spec)
     try:
         assert lrn._compiling is not None
-        with grpc.insecure_channel(lrn.address()) as ch:
-            s = Stream(ch)
-            sid = handshake(ch, spec, "gpu")
-            for seq in range(1, 5):
-                assert s.send(codec.pack_batch(rows(100, seed=seq), session_id=sid, actor_id="gpu",
-                                               seq=seq, policy_version=0)).code == 0
-            s.close()
+        send_batches(lrn, spec, "gpu")
         deadline = time.monotonic() + 300
         while lrn.status_dict()["first_compiled_unix"] is None and time.monotonic() < deadline:
             time.sleep(0.5)

@@ -43,6 +43,17 @@ def handshake(channel, spec, actor, incarnation=0):
         pb.HandshakeRequest(actor_id=actor, spec=spec, incarnation=incarnation)).session_id
 
 
+def send_batches(learner, spec, actor: str, batches: int = 4, rows_each: int = 100) -> None:
+    """`batches` accepted batches of `rows_each` rows from one new actor session."""
+    with grpc.insecure_channel(learner.address()) as ch:
+        s = Stream(ch)
+        sid = handshake(ch, spec, actor)
+        for seq in range(1, batches + 1):
+            assert s.send(codec.pack_batch(rows(rows_each, seed=seq), session_id=sid, actor_id=actor,
+                                           seq=seq, policy_version=0)).code == 0
+        s.close()
+
+
 def settled(learner):
     deadline = time.monotonic() + 10
     while learner.buffer.inserted < learner.received and time.monotonic() < deadline:
@@ -212,13 +223,7 @@ def test_the_training_thread_starts_while_the_ingest_processes_boot(spec, monkey
                                 hidden_sizes=(16, 16), ingest_process="on", replay_ratio=None), spec)
     try:
         assert len(seen) == 1 and any(t.name == "herd-train" for t in seen[0])
-        with grpc.insecure_channel(lrn.address()) as ch:
-            s = Stream(ch)
-            sid = handshake(ch, spec, "early")
-            for seq in range(1, 5):
-                assert s.send(codec.pack_batch(rows(100, seed=seq), session_id=sid, actor_id="early",
-                                               seq=seq, policy_version=0)).code == 0
-            s.close()
+        send_batches(lrn, spec, "early")
         deadline = time.monotonic() + 20
         while (lrn.updates == 0 or lrn.buffer.size < 400) and time.monotonic() < deadline:
             time.sleep(0.05)
