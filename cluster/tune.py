@@ -75,6 +75,9 @@ def trial(config: dict) -> None:
         "best_eval_return": max(evals, default=None), "evaluations": len(evals),
         "updates": int(ls["updates"]), "env_steps": int(ls["received"]), "wall_s": summary["wall_s"],
         "updates_per_s": ls["updates"] / summary["wall_s"], "env_steps_per_s": ls["received"] / summary["wall_s"],
+        # when the trial's updates began and its compiled graph took over: a cell whose learner
+        # compiled beside its actors (a cache miss) shows it here, not only in a slower rate
+        **{k: (summary.get("startup") or {}).get(k) for k in STARTUP_KEYS},
     })
 
 
@@ -236,8 +239,9 @@ def merged(records: list[dict], earlier: list[dict], keys: list[str]) -> list[di
     return sorted(out, key=lambda rec: (tuple(str(rec[k]) for k in keys), rec["seed"]))
 
 
+STARTUP_KEYS = ("first_update_s", "first_compiled_update_s", "actors_ready_s")
 TRIAL_KEYS = ("job", "final_eval_return", "best_eval_return", "evaluations", "updates", "env_steps",
-              "wall_s", "updates_per_s", "env_steps_per_s")
+              "wall_s", "updates_per_s", "env_steps_per_s", *STARTUP_KEYS)
 
 
 def mean_by_point(records: list[dict], keys: list[str]) -> dict[tuple, float]:

@@ -46,6 +46,8 @@ def test_tune_runs_each_cell_as_a_job_and_writes_flat_records(ray_cluster, tmp_p
         assert rec["wall_s"] >= SECONDS and rec["machine"] and rec["command"].startswith("herd tune")
         summary = json.loads((tmp_path / "runs" / "tune-t" / rec["job"] / "summary.json").read_text())
         assert summary["final_eval"]["mean_return"] == rec["final_eval_return"]  # the job's own books
+        assert rec["first_update_s"] == summary["startup"]["first_update_s"] > 0  # its start-up, kept
+        assert "first_compiled_update_s" in rec  # null on the CPU, where nothing compiles
         cfg = yaml.safe_load((tmp_path / "runs" / "tune-t" / rec["job"] / "config.yaml").read_text())
         assert cfg["learner"]["batch_size"] == rec["learner.batch_size"]
         assert cfg["run"]["log_every_s"] == 2  # --set (SMALL has 1), in every trial
