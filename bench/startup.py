@@ -4,6 +4,7 @@ summary.json's "startup" (cluster/startup.py), side by side.
     python bench/startup.py                                   # configs/demo.yaml, cold then warm
     python bench/startup.py --config configs/humanoid.yaml --seconds 120
     python bench/startup.py --modes warm --set learner.compile=false
+    python bench/startup.py --modes warm --preload both --repeat 3 --until-eval   # preload A/B
 
 Each run gets a fresh local Ray head of its own (own ports, temp dir, token), started with the
 compile cache it is to see: cold = TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in a new empty
@@ -62,7 +63,7 @@ class Cluster:
     """A Ray head of this run alone, as `herd up` starts one (token auth, loopback only), with
     `extra_env` in every process it starts (the learner sees the compile cache set there)."""
 
-    def __init__(self, work: Path, num_cpus: int | None, extra_env: dict):
+    def __init__(self, work: Path, num_cpus: int | None, extra_env: dict, preload: bool = False):
         self.marker = f"bench-startup-{secrets.token_hex(4)}"
         gcs, dash = free_port(), free_port()
         token = work / "ray_token"
@@ -72,6 +73,10 @@ class Cluster:
                     local.LOOPBACK_ONLY_ENV: "0", "HERD_HOME": str(work / "herd"),
                     "RAY_ADDRESS": f"127.0.0.1:{gcs}", "HERD_DASHBOARD_URL": f"http://127.0.0.1:{dash}"}
         self.env.pop("RAY_AUTH_TOKEN", None)
+        if preload:  # as `herd up --preload`
+            self.env[local.PRELOAD_ENV] = ",".join(local.PRELOAD)
+        else:
+            self.env.pop(local.PRELOAD_ENV, None)
         self.url = self.env["HERD_DASHBOARD_URL"]
         cmd = [local.ray_bin(), "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
                f"--temp-dir={work / 'ray'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
@@ -141,11 +146,11 @@ def seconds_to(summary: dict, threshold: float) -> float | None:
     return round(hit["unix_time"] - up["zero_unix"], 2)
 
 
-def record(summary: dict, cold: bool, info: dict, config: str) -> dict:
+def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False) -> dict:
     up = summary.get("startup") or {}
     humanoid = summary["env"].startswith("Humanoid")
     return {
-        "cold": cold, "config": config, "env": summary["env"],
+        "cold": cold, "preload": preload, "config": config, "env": summary["env"],
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
         **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "compile_process_s", "eager_updates",
                                   "graph_error")},
@@ -163,24 +168,27 @@ def table(records: list[dict]) -> None:
     t = Table(title="seconds since `herd submit`")
     t.add_column("phase")
     for r in records:
-        t.add_column("cold" if r["cold"] else "warm", justify="right")
+        t.add_column(arm(r), justify="right")
     fmt = lambda v: "-" if v is None else f"{v:.1f}"
     for key in [f"{p}_s" for p in PHASES] + ["capture_s", "compile_process_s", "seconds_to_5000"]:
         t.add_row(key.removesuffix("_s"), *(fmt(r[key]) for r in records))
     console.print(t)
 
 
+def arm(r: dict) -> str:
+    return ("cold" if r["cold"] else "warm") + (" preload" if r.get("preload") else "")
+
+
 def medians(records: list[dict]) -> None:
-    """Each mode's per-run first_update_s and actors_ready_s, and their medians."""
+    """Each arm's per-run first_update_s and actors_ready_s, and their medians."""
     import statistics
 
-    for cold in sorted({r["cold"] for r in records}, reverse=True):
-        runs = [r for r in records if r["cold"] == cold]
-        for key in ("driver_exec_s", "actors_ready_s", "first_update_s"):
+    for name in dict.fromkeys(arm(r) for r in records):
+        runs = [r for r in records if arm(r) == name]
+        for key in ("driver_exec_s", "learner_torch_s", "actors_ready_s", "first_update_s"):
             values = [r[key] for r in runs if r[key] is not None]
             if values:
-                console.print(f"{'cold' if cold else 'warm'} {key}: {values} "
-                              f"median {statistics.median(values):.2f}")
+                console.print(f"{name} {key}: {values} median {statistics.median(values):.2f}")
 
 
 def main() -> int:
@@ -193,6 +201,9 @@ def main() -> int:
                    "the medians are printed after the table")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--num-cpus", type=int, default=None, help="the bench cluster's CPUs (default all)")
+    p.add_argument("--preload", choices=("on", "off", "both"), default="off",
+                   help="Ray workers that import torch & co. as they start, as `herd up --preload` "
+                        "starts them (on), bare as `herd up` (off), or each run of both, bare first")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -208,7 +219,9 @@ def main() -> int:
     cache = base / "compile-cache"  # cold fills it; warm (after cold) reads it
     records = []
     try:
-        for i, mode in enumerate(m for m in modes for _ in range(args.repeat)):
+        preloads = {"on": [True], "off": [False], "both": [False, True]}[args.preload]
+        runs = [(m, pre) for m in modes for _ in range(args.repeat) for pre in preloads]
+        for i, (mode, preload) in enumerate(runs):
             work = base / f"{mode[0]}{i}"  # short: Ray's socket paths under it must fit 107 bytes
             work.mkdir()
             cfg_path = work / "job.yaml"
@@ -218,18 +231,18 @@ def main() -> int:
                 cache.mkdir()
             extra = ({"TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}
                      if mode == "cold" or "cold" in modes else {})
-            console.print(f"[bold]{mode}[/]: compile cache "
+            console.print(f"[bold]{mode}[/]{' preload' if preload else ''}: compile cache "
                           f"{extra.get('TORCHINDUCTOR_CACHE_DIR', 'the default (yours)')}")
-            cluster = Cluster(work, args.num_cpus, extra)
+            cluster = Cluster(work, args.num_cpus, extra, preload)
             try:
                 summary = run_one(cfg_path, work, cluster, args.timeout, args.until_eval)
             finally:
                 cluster.close()
-            records.append(record(summary, mode == "cold", info, args.config))
+            records.append(record(summary, mode == "cold", info, args.config, preload))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)
-    if args.repeat > 1:
+    if args.repeat > 1 or args.preload == "both":
         medians(records)
     path = result_path("startup", args.out, quick=False)
     save(records, path)

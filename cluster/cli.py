@@ -124,7 +124,7 @@ def cmd_up(args) -> int:
     try:
         url = local.up(port=args.port, dashboard_port=args.dashboard_port, num_cpus=args.num_cpus,
                        metrics_port=args.metrics_port, client_port=args.client_port,
-                       agent_port=args.agent_port)
+                       agent_port=args.agent_port, preload=args.preload)
     except RuntimeError as e:
         print(f"herd: {e}", file=sys.stderr)
         return 1
@@ -572,6 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, default=8080)
     s.add_argument("--client-port", type=int, default=10001, help="Ray client server port")
     s.add_argument("--agent-port", type=int, default=52365, help="Ray dashboard agent's HTTP port")
+    s.add_argument("--preload", action="store_true", help="every Ray worker imports torch & co. in "
+                   "a background thread as it starts (herd/preload.py; measured slower on 2 cores)")
     s.set_defaults(fn=cmd_up)
     sub.add_parser("down", help="stop the Ray cluster `herd up` started (no other)").set_defaults(fn=cmd_down)
     s = sub.add_parser("submit", help="submit a training job (a Ray Job)")

@@ -154,7 +154,7 @@ class NotAuthorized(RuntimeError):
 
 def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None,
        host: str = "127.0.0.1", metrics_port: int = 8080, client_port: int = 10001,
-       agent_port: int = 52365, wait_s: float = 120) -> str:
+       agent_port: int = 52365, wait_s: float = 120, preload: bool = False) -> str:
     """Start a Ray head with its dashboard on host:dashboard_port; no-op if already up.
 
     Token auth is on (Herd's token, ray_token_path()) unless RAY_AUTH_MODE=disabled is set.
@@ -173,6 +173,8 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         env.pop("RAY_AUTH_TOKEN", None)
     if is_loopback_host(host):
         env[LOOPBACK_ONLY_ENV] = "0"
+    if preload:
+        env[PRELOAD_ENV] = ",".join(PRELOAD)
     cmd = [ray_bin(), "start", "--head", f"--port={port}", f"--node-ip-address={host}",
            "--include-dashboard=true", f"--dashboard-host={host}",
            f"--dashboard-port={dashboard_port}", f"--metrics-export-port={metrics_port}",
@@ -199,6 +201,14 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         time.sleep(1)
     warm_up(f"{host}:{port}", env)
     return url
+
+
+PRELOAD_ENV = "RAY_preload_python_modules"
+PRELOAD = ("herd.preload",)
+"""What every Ray worker of a `herd up --preload` cluster imports before it takes work:
+herd/preload.py, which imports torch & co. in a background thread (why not Ray's own way: see
+there). Off by default: on the 2-core box it made the demo's first update later, 12.2 -> 14.7 s
+(median of 3, bench/startup.py --preload both), the fresh workers' imports taking the cores."""
 
 
 def warm_up(address: str, env: dict, timeout: float = 60.0) -> None:
