@@ -39,6 +39,7 @@ from rich.table import Table
 from bench.common import (
     console,
     header,
+    private_ray_auth,
     proc_cpu_s,
     proc_faults,
     ray_runtime_env,
@@ -184,7 +185,6 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
 
     from herd.actors.config import ActorConfig, EnvConfig
     from herd.actors.env_actor import EnvActor
-
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              log_to_driver=False, runtime_env=ray_runtime_env())
     try:
@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="short windows, results in /tmp")
     args = ap.parse_args(argv)
+    private_ray_auth()  # before anything of Ray reads the auth settings
     if args.quick:
         args.seconds, args.warmup = min(args.seconds, 2.0), min(args.warmup, 1.0)
     info = header(f"CPU per env step of one actor process: {args.env}, {args.envs} envs")

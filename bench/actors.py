@@ -53,6 +53,7 @@ from bench.common import (
     console,
     header,
     learner_from,
+    private_ray_auth,
     proc_cpu_s,
     progress,
     ray_runtime_env,
@@ -258,7 +259,6 @@ def start_ray(cores: int) -> None:
     """A private local Ray for the bench. Once in the suite, on the loaded 2-core box, its raylet
     did not register within Ray's start-up timeout: that one failure is retried, once."""
     import ray
-
     for attempt in (1, 2):
         try:
             ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False,
@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--quick", action="store_true", help="tiny run for a CPU box")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    private_ray_auth()  # before anything of Ray reads the auth settings
     quick = {"counts": "1,2", "seconds": 3.0, "warmup": 1.0, "threaded": "1"}
     full = {"counts": "1,2,4,8,16", "seconds": 8.0, "warmup": 3.0, "threaded": "1,4"}
     for key, value in (quick if args.quick else full).items():  # what the command line left unset

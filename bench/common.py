@@ -109,6 +109,23 @@ def box_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # without guest time (in user)
 
 
+def private_ray_auth() -> None:
+    """Before a bench's own ray.init(address="local"): token auth with a token of this process
+    alone, unless the caller chose (RAY_AUTH_MODE / RAY_AUTH_TOKEN[_PATH] set). Without it Ray
+    writes ~/.ray/auth_token, which turns token auth on for the user's later clusters."""
+    import atexit
+    import secrets
+    import tempfile
+
+    if any(os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        return
+    fd, path = tempfile.mkstemp(prefix="herd-bench-ray-token-")  # 0600
+    os.write(fd, secrets.token_hex(32).encode())
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=path)
+
+
 def ray_runtime_env() -> dict:
     """Ray workers import this checkout and whatever this process has on PYTHONPATH (the GPU
     box's wheel folder): a PYTHONPATH of the root alone leaves them without Ray's own deps."""

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save
+from bench.common import console, header, private_ray_auth, result_path, save
 
 
 def find(result: dict, *path, default=None):
@@ -36,11 +36,11 @@ def main() -> int:
     p.add_argument("--env-runners", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    private_ray_auth()  # before anything of Ray reads the auth settings
     info = header(f"RLlib SAC baseline on {args.env}")
     import ray
     import torch
     from ray.rllib.algorithms.sac import SACConfig
-
     ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     gpus = 1 if torch.cuda.is_available() else 0
     config = (
