@@ -152,13 +152,11 @@ class Timeline:
 
     def watch(self, learner, controller, every_s: float = 0.25) -> None:
         """Poll the learner (and, until all answered, the actors) on a thread of its own until
-        the first update and all actors ready, or close(). (The first update can come from the
-        first actor's rows before the last actor answers: a short CPU job's actors_ready was
-        then never marked.) After the first update, once a second."""
+        the first update or close()."""
         import ray
 
         def poll():
-            while not self._stop.is_set() and not {"first_update", "actors_ready"} <= self.marks.keys():
+            while not self._stop.is_set() and "first_update" not in self.marks:
                 try:
                     ls = ray.get(learner.status_dict.remote(), timeout=10)
                     actors = ([] if "actors_ready" in self.marks
@@ -167,7 +165,7 @@ class Timeline:
                 except Exception as e:  # noqa: BLE001 -- booting or restarting: the next poll sees it
                     self.poll_errors += 1
                     self.last_poll_error = repr(e)
-                self._stop.wait(every_s if "first_update" not in self.marks else max(every_s, 1.0))
+                self._stop.wait(every_s)
 
         threading.Thread(target=poll, name="herd-startup", daemon=True).start()
 

@@ -122,41 +122,6 @@ def test_learner_and_actor_marks_are_their_own_times(monkeypatch) -> None:
     assert out["actors_ready_s"] >= 10
 
 
-def test_actors_ready_is_marked_after_an_early_first_update(monkeypatch) -> None:
-    """The first actor's rows can bring the first update before the last actor answers: the
-    start-up poll goes on until every actor did (a short CPU job's actors_ready was null)."""
-    import time
-    from types import SimpleNamespace
-
-    import ray
-
-    from herd.startup import Timeline
-
-    monkeypatch.setattr(ray, "get", lambda ref, timeout=None: ref)  # the fakes answer at once
-    polls = []
-
-    def actor_stats(_timeout):
-        polls.append(time.time())
-        booting = len(polls) < 3
-        return [{"actor_id": "a"}, {"actor_id": "b", "error": "unavailable: booting"} if booting
-                else {"actor_id": "b"}]
-
-    learner = SimpleNamespace(status_dict=SimpleNamespace(remote=lambda: {
-        "inserted": 64, "updates": 5, "device": "cpu"}))
-    controller = SimpleNamespace(actor_stats=SimpleNamespace(remote=actor_stats))
-    tl = Timeline(time.time())
-    tl.watch(learner, controller, every_s=0.01)
-    deadline = time.monotonic() + 10
-    while "actors_ready" not in tl.marks and time.monotonic() < deadline:
-        time.sleep(0.05)
-    tl.close()
-    assert "first_update" in tl.marks and "actors_ready" in tl.marks, (tl.marks, len(polls))
-    assert tl.marks["actors_ready"] > tl.marks["first_update"]
-    n = len(polls)
-    time.sleep(0.3)
-    assert len(polls) == n  # and then it stops
-
-
 def test_process_started_is_this_process_start() -> None:
     import subprocess
     import sys
