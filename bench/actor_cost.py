@@ -185,6 +185,7 @@ def run_in_ray(env_id: str, num_envs: int, warmup: float, seconds: float, addres
 
     from herd.actors.config import ActorConfig, EnvConfig
     from herd.actors.env_actor import EnvActor
+
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              log_to_driver=False, runtime_env=ray_runtime_env())
     try:

@@ -259,6 +259,7 @@ def start_ray(cores: int) -> None:
     """A private local Ray for the bench. Once in the suite, on the loaded 2-core box, its raylet
     did not register within Ray's start-up timeout: that one failure is retried, once."""
     import ray
+
     for attempt in (1, 2):
         try:
             ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False,

@@ -41,6 +41,7 @@ def main() -> int:
     import ray
     import torch
     from ray.rllib.algorithms.sac import SACConfig
+
     ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     gpus = 1 if torch.cuda.is_available() else 0
     config = (
