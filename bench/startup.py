@@ -74,7 +74,7 @@ class Cluster:
                     "RAY_ADDRESS": f"127.0.0.1:{gcs}", "HERD_DASHBOARD_URL": f"http://127.0.0.1:{dash}"}
         self.env.pop("RAY_AUTH_TOKEN", None)
         if preload:  # as `herd up --preload`
-            self.env[local.PRELOAD_ENV] = ",".join(local.PRELOAD)
+            self.env[local.PRELOAD_ENV] = local.PRELOAD
         else:
             self.env.pop(local.PRELOAD_ENV, None)
         self.url = self.env["HERD_DASHBOARD_URL"]

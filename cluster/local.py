@@ -174,7 +174,7 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
     if is_loopback_host(host):
         env[LOOPBACK_ONLY_ENV] = "0"
     if preload:
-        env[PRELOAD_ENV] = ",".join(PRELOAD)
+        env[PRELOAD_ENV] = PRELOAD
     cmd = [ray_bin(), "start", "--head", f"--port={port}", f"--node-ip-address={host}",
            "--include-dashboard=true", f"--dashboard-host={host}",
            f"--dashboard-port={dashboard_port}", f"--metrics-export-port={metrics_port}",
@@ -204,7 +204,7 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
 
 
 PRELOAD_ENV = "RAY_preload_python_modules"
-PRELOAD = ("herd.preload",)
+PRELOAD = "herd.preload"
 """What every Ray worker of a `herd up --preload` cluster imports before it takes work:
 herd/preload.py, which imports torch & co. in a background thread (why not Ray's own way: see
 there). Off by default: on the 2-core box it made the demo's first update later, 12.2 -> 14.7 s
