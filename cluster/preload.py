@@ -1,4 +1,4 @@
-"""What a Ray worker of a `herd up` cluster imports before it takes work (Ray's
+"""What a Ray worker of a `herd up --preload` cluster imports before it takes work (Ray's
 preload_python_modules, local.PRELOAD_ENV): it starts torch, NumPy, gRPC, Gymnasium and MuJoCo
 importing in a background thread, and returns at once.
 
@@ -21,11 +21,18 @@ import threading
 MODULES = ("torch", "numpy", "grpc", "gymnasium", "mujoco")
 
 
+done = threading.Event()
+"""Set once every module's import has ended (in sys.modules a module is there from its start)."""
+
+
 def load() -> None:
     for name in MODULES:
         # a worker that cannot import it finds out when it needs it, with the real error
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    done.set()
 
 
-threading.Thread(target=load, name="herd-preload", daemon=True).start()
+# not a daemon: a process that ends while torch or MuJoCo is half imported must wait for the
+# import (a few seconds at most); a daemon thread there made the interpreter's exit segfault
+threading.Thread(target=load, name="herd-preload").start()
