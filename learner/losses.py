@@ -2,7 +2,9 @@
 
 Shapes: B batch rows, Q critics (twin: 2), N atoms of the categorical critic. Every function
 is side-effect free, so learner/sac.py can compile each one and capture them all in a graph.
-Targets are computed in fp32: they never see 16 bits.
+Targets are computed in fp32: they never see 16 bits. Under AMP the critics' logits come out
+in bf16 or fp16; every softmax over them is taken in fp32 (a 101-atom softmax in bf16 keeps
+~3 significant digits of each probability, and the expected Q carries that error).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def mse_critic_loss(q, target):
 
 def expected_q(logits, atoms):
     """[Q, B, N] logits -> [Q, B] means of the categorical return distributions."""
-    return (torch.softmax(logits, -1) * atoms).sum(-1)
+    return (torch.softmax(logits.float(), -1) * atoms).sum(-1)
 
 
 def project_onto_atoms(values, probs, atoms):
@@ -47,7 +49,7 @@ def c51_target(reward, discount, terminated, next_logits, next_logp, alpha, atom
     """Target distribution [B, N]: the soft Bellman operator applied atom by atom
     (z -> r + g^k (1 - done)(z - alpha log pi(a'|s'))) to the target critic whose mean is the
     lowest (clipped double Q, per row), projected back onto the atoms."""
-    probs = torch.softmax(next_logits, -1)  # [Q, B, N]
+    probs = torch.softmax(next_logits.float(), -1)  # [Q, B, N]
     pick = (probs * atoms).sum(-1).argmin(0)  # [B]: the pessimistic critic per row
     p = probs.gather(0, pick.view(1, -1, 1).expand(1, -1, probs.shape[-1])).squeeze(0)
     boot = (discount * (1.0 - terminated)).unsqueeze(-1)
@@ -58,7 +60,7 @@ def c51_target(reward, discount, terminated, next_logits, next_logp, alpha, atom
 def c51_critic_loss(logits, target_probs):
     """Cross-entropy of each critic's distribution against the target, summed over critics,
     averaged over the batch."""
-    return -(target_probs * torch.log_softmax(logits, -1)).sum(-1).mean(1).sum()
+    return -(target_probs * torch.log_softmax(logits.float(), -1)).sum(-1).mean(1).sum()
 
 
 def actor_loss(q_pi, logp_pi, alpha):

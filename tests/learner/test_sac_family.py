@@ -94,6 +94,26 @@ def test_c51_target_terminal_rows_put_all_mass_at_the_reward_and_truncated_rows_
             assert math.isclose(mean, float((probs[pick, b] * vals).sum()), abs_tol=1e-4)
 
 
+def test_c51_softmaxes_of_16_bit_logits_are_taken_in_fp32():
+    """AMP's critics hand out bf16 logits: the expected Q, the target distribution and the
+    cross-entropy must be those of the same logits in fp32, not of a bf16 softmax."""
+    g = torch.Generator().manual_seed(3)
+    atoms = torch.linspace(-100, 300, 101)
+    logits = (torch.randn(2, 256, 101, generator=g) * 3).to(torch.bfloat16)
+    exact = logits.double()  # the very values the bf16 tensor holds
+    np.testing.assert_allclose(losses.expected_q(logits, atoms).numpy(),
+                               (torch.softmax(exact, -1) * atoms.double()).sum(-1).numpy(), rtol=0, atol=2e-3)
+    target = torch.softmax(torch.randn(256, 101, generator=g), -1)
+    want = -(target.double() * torch.log_softmax(exact, -1)).sum(-1).mean(1).sum()
+    assert math.isclose(float(losses.c51_critic_loss(logits, target)), float(want), rel_tol=1e-5)
+    reward, discount, terminated = torch.rand(256, generator=g), torch.full((256,), 0.97), torch.zeros(256)
+    logp, alpha = torch.randn(256, generator=g), torch.tensor(0.02)
+    got = losses.c51_target(reward, discount, terminated, logits, logp, alpha, atoms)
+    ref = losses.c51_target(reward, discount, terminated, logits.float(), logp, alpha, atoms)
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=1e-6)
+
+
 def test_running_norm_equals_the_stats_of_all_rows_then_fades_past_its_horizon():
     g = torch.Generator().manual_seed(1)
     norm = RunningNorm(4, "cpu", horizon=10_000)
