@@ -104,8 +104,10 @@ bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one seed'
 comma := ,
 BATCHES ?= 512$(comma)1024$(comma)2048
 
-bench-ablation: ## each piece of the family off in turn on Humanoid-v5, 120 s per run, seeds 1,2, appended: make bench-ablation PIECES=residual, then PIECES=c51,obs_norm NOFULL=1, then PIECES=reward_norm,n_step NOFULL=1 (one GPU call each)
+bench-ablation: ## each piece of the family off in turn on Humanoid-v5, seeds 1,2, 120 s per run, four jobs side by side (a quarter of the GPU and 3 actors each): one GPU call, ~450 s
 	$(PYTHON) -m herd up
 	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1$(comma)2) \
-	  --seconds $(or $(SECONDS_BUDGET),120) $(if $(NOFULL),--no-full) --append --out bench/results/ablation-nvidia-h200.json
-	$(PYTHON) bench/ablation.py bench/results/ablation-nvidia-h200.json
+	  --seconds $(or $(SECONDS_BUDGET),120) --parallel $(or $(PARALLEL),4) --set actors.num_actors=$(or $(ABLATION_ACTORS),3) \
+	  $(if $(NOFULL),--no-full) --out $(ABLATION_OUT)
+	$(PYTHON) bench/ablation.py $(ABLATION_OUT)
+ABLATION_OUT ?= bench/results/ablation-par4-nvidia-h200.json
