@@ -2,7 +2,7 @@
 appended into one file): per variant, every seed's final and last-three evaluation, their means,
 the change against the full config, and when each seed first reached 5,000.
 
-    python bench/ablation.py bench/results/ablation-nvidia-h200.json   # markdown table; <stem>-bars.png beside it
+    python bench/ablation.py bench/results/ablation-par4-nvidia-h200.json   # markdown table; <stem>-bars.png beside it
 """
 
 from __future__ import annotations
