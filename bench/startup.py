@@ -152,8 +152,8 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
     return {
         "cold": cold, "preload": preload, "config": config, "env": summary["env"],
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
-        **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "compile_process_s", "eager_updates",
-                                  "graph_error")},
+        **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s",
+                                  "eager_updates", "graph_error")},
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job
@@ -170,7 +170,8 @@ def table(records: list[dict]) -> None:
     for r in records:
         t.add_column(arm(r), justify="right")
     fmt = lambda v: "-" if v is None else f"{v:.1f}"
-    for key in [f"{p}_s" for p in PHASES] + ["capture_s", "compile_process_s", "seconds_to_5000"]:
+    for key in [f"{p}_s" for p in PHASES] + ["uncompiled_capture_s", "capture_s", "compile_process_s",
+                                             "seconds_to_5000"]:
         t.add_row(key.removesuffix("_s"), *(fmt(r[key]) for r in records))
     console.print(t)
 

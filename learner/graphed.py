@@ -297,6 +297,8 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
       capture); without a background preparation, all of it stopped
       the training thread, as before. 0 until the graph is live (and on the CPU).
     graph_swap_s: of it, the seconds the training thread stopped for.
+    uncompiled_capture_s: of it, the uncompiled graph's warm-up and capture, which the training
+      thread does before it takes its first rows (so it is on the first update's path).
     eager_updates: updates made while the compiled graph was being prepared (by the uncompiled
       graph, or eagerly where that could not be captured).
     first_compiled_unix: time.time() of the first compiled/captured call; None until then, on
@@ -307,6 +309,7 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
       part of capture_s; None without one, or when it failed.
     """
     return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
+            "uncompiled_capture_s": getattr(step, "interim_s", 0.0),
             "compile_process_s": getattr(step, "compile_process_s", None),
             "eager_updates": getattr(step, "eager_updates", 0),
             "first_compiled_unix": getattr(step, "first_compiled_unix", None),

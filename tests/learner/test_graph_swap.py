@@ -128,6 +128,7 @@ def test_the_uncompiled_graph_until_the_preparation_is_done_then_the_compiled_at
     stats = graph_stats(step)
     assert stats["eager_updates"] == 10 and stats["graph_error"] is None
     assert stats["capture_s"] >= stats["graph_swap_s"] > 0  # the preparation's seconds + the swap's
+    assert stats["capture_s"] >= stats["uncompiled_capture_s"] > 0  # the first capture's own part
 
 
 def test_a_failed_preparation_keeps_training_eager_with_one_log_line(monkeypatch, caplog) -> None:
@@ -242,7 +243,7 @@ def test_the_cpu_has_no_graph_and_no_preparation() -> None:
     assert step.graph is None and adam_steps(sac) == 1
     assert graph_stats(step) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
                                  "first_compiled_unix": None, "graph_error": None,
-                                 "compile_process_s": None}
+                                 "compile_process_s": None, "uncompiled_capture_s": 0.0}
 
 
 def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
@@ -342,7 +343,7 @@ def test_rng_floor_undoes_a_rewind_by_another_threads_compile() -> None:
 def test_status_fields_before_the_update_exists() -> None:
     assert graph_stats(None) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
                                  "first_compiled_unix": None, "graph_error": None,
-                                 "compile_process_s": None}
+                                 "compile_process_s": None, "uncompiled_capture_s": 0.0}
 
 
 def wait_for(cond, timeout: float = 20.0) -> None:
