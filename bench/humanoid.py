@@ -140,7 +140,7 @@ def follow_jobs(jobs: list[str], timeout: float) -> None:
         raise SystemExit(f"jobs {running} did not finish within {timeout:.0f}s")
 
 
-def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str) -> None:
+def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str):
     """Eval return against seconds since submit (and against env steps where a curve has them)."""
     import matplotlib
 
@@ -148,12 +148,18 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for (label, evals), marker in zip(curves, "os^vD"):
-        axes[0].plot([e["seconds"] for e in evals], [e["mean_return"] for e in evals], marker + "-",
-                     label=label, ms=4)
+    # every curve drawn: one colour per run of a config/variant, one marker per seed of it
+    arms = list(dict.fromkeys(label.rsplit(" s", 1)[0] for label, _ in curves))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    seen: dict[str, int] = {}
+    for label, evals in curves:
+        arm = label.rsplit(" s", 1)[0]
+        style = dict(color=colors[arms.index(arm) % len(colors)], marker="os^vD"[seen.get(arm, 0) % 5], ms=4,
+                     label=label)
+        seen[arm] = seen.get(arm, 0) + 1
+        axes[0].plot([e["seconds"] for e in evals], [e["mean_return"] for e in evals], "-", **style)
         if all("env_steps" in e for e in evals):
-            axes[1].plot([e["env_steps"] for e in evals], [e["mean_return"] for e in evals], marker + "-",
-                         label=label, ms=4)
+            axes[1].plot([e["env_steps"] for e in evals], [e["mean_return"] for e in evals], "-", **style)
     axes[0].set_xlabel("seconds since submit")
     axes[1].set_xlabel("env steps")
     for ax in axes:
@@ -162,10 +168,11 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str) -> None:
                 ax.axhline(y, color="grey", ls="--", lw=0.8)
         ax.set_ylabel("deterministic eval return")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=7 if len(curves) > 6 else None)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return fig
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from bench.humanoid import ABLATIONS, ROOT, apply_overrides, first_reaching, lowest_after, variants
+from bench.humanoid import ABLATIONS, ROOT, apply_overrides, first_reaching, label, lowest_after, plot, variants
 from herd.config import parse_config
 
 
@@ -32,3 +32,15 @@ def test_first_reaching_and_the_lowest_evaluation_after_it():
     assert first_reaching(evals, 5000)["mean_return"] == 5200
     assert lowest_after(evals, 5000) == 3900
     assert lowest_after(evals, 7000) is None and lowest_after([{"mean_return": 5001}], 5000) is None
+
+
+def test_the_plot_draws_every_run_one_colour_per_arm(tmp_path):
+    """An ablation's 12 runs are 12 curves (markers used to run out after five)."""
+    evals = [{"seconds": 10.0 * i, "mean_return": 100.0 * i, "env_steps": 1000 * i} for i in range(3)]
+    runs = [label("configs/humanoid.yaml", v, s) for v, _ in variants("all") for s in (1, 2)]
+    fig = plot([(r, evals) for r in runs], tmp_path / "p.png", "Herd, Humanoid-v5, test")
+    for ax in fig.axes:
+        assert [ln.get_label() for ln in ax.lines if ln.get_label() in runs] == runs
+    first = {ln.get_label(): ln.get_color() for ln in fig.axes[0].lines}
+    assert first["humanoid s1"] == first["humanoid s2"] != first["humanoid -c51 s1"]
+    assert (tmp_path / "p.png").stat().st_size > 0
