@@ -5,7 +5,16 @@ import json
 import pytest
 import yaml
 
-from bench.humanoid import ABLATIONS, ROOT, apply_overrides, first_reaching, label, lowest_after, plot, variants
+from bench.humanoid import (
+    ABLATIONS,
+    ROOT,
+    apply_overrides,
+    first_reaching,
+    label,
+    lowest_after,
+    plot,
+    variants,
+)
 from herd.config import parse_config
 
 
