@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -148,12 +149,14 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    # every curve drawn: one colour per run of a config/variant, one marker per seed of it
-    arms = list(dict.fromkeys(label.rsplit(" s", 1)[0] for label, _ in curves))
+    # every curve drawn: one colour per config/variant, one marker per seed of it (label()'s
+    # " s<seed>" suffix; a label without one is an arm of its own)
+    arm_of = {label: re.sub(r" s\d+$", "", label) for label, _ in curves}
+    arms = list(dict.fromkeys(arm_of.values()))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     seen: dict[str, int] = {}
     for label, evals in curves:
-        arm = label.rsplit(" s", 1)[0]
+        arm = arm_of[label]
         style = dict(color=colors[arms.index(arm) % len(colors)], marker="os^vD"[seen.get(arm, 0) % 5], ms=4,
                      label=label)
         seen[arm] = seen.get(arm, 0) + 1

@@ -53,3 +53,6 @@ def test_the_plot_draws_every_run_one_colour_per_arm(tmp_path):
     first = {ln.get_label(): ln.get_color() for ln in fig.axes[0].lines}
     assert first["humanoid s1"] == first["humanoid s2"] != first["humanoid -c51 s1"]
     assert (tmp_path / "p.png").stat().st_size > 0
+    # labels not of label()'s "<arm> s<seed>" form (bench/plot_results.py's): a colour each
+    fig = plot([("family, seed 1", evals), ("family, seed 2", evals)], tmp_path / "q.png", "Herd, test")
+    assert fig.axes[0].lines[0].get_color() != fig.axes[0].lines[1].get_color()
