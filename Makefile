@@ -103,6 +103,7 @@ bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one seed'
 
 comma := ,
 BATCHES ?= 512$(comma)1024$(comma)2048
+ABLATION_OUT ?= bench/results/ablation-par4-nvidia-h200.json
 
 bench-ablation: ## each piece of the family off in turn on Humanoid-v5, seeds 1,2, 120 s per run, four jobs side by side (a quarter of the GPU and 3 actors each): one GPU call, ~450 s
 	$(PYTHON) -m herd up
@@ -110,4 +111,3 @@ bench-ablation: ## each piece of the family off in turn on Humanoid-v5, seeds 1,
 	  --seconds $(or $(SECONDS_BUDGET),120) --parallel $(or $(PARALLEL),4) --set actors.num_actors=$(or $(ABLATION_ACTORS),3) \
 	  $(if $(NOFULL),--no-full) --out $(ABLATION_OUT)
 	$(PYTHON) bench/ablation.py $(ABLATION_OUT)
-ABLATION_OUT ?= bench/results/ablation-par4-nvidia-h200.json

@@ -4,5 +4,5 @@
 source bench/gpu/setup.sh
 out=${ABLATION_OUT:-bench/results/ablation-par4-nvidia-h200.json}
 timeout 585 make bench-ablation PIECES=${PIECES:-all} SEEDS=${SEEDS:-1,2} SECONDS_BUDGET=${SECONDS_BUDGET:-120} \
-  ABLATION_OUT=$out PYTHON=python3 2>&1 | grep -E "seed [0-9]+:|wrote|rror|^\|" | tail -20
+  PARALLEL=${PARALLEL:-4} ABLATION_ACTORS=${ABLATION_ACTORS:-3} ABLATION_OUT=$out PYTHON=python3 2>&1 | grep -E "seed [0-9]+:|wrote|rror|^\|" | tail -20
 cp ${out%.json}* $OUT/ 2>/dev/null; ls $OUT
