@@ -2,7 +2,7 @@
 
     python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml --seeds 1,2
-    python bench/humanoid.py --ablate all --seeds 1,2 --seconds 240   # each piece of the family off in turn
+    python bench/humanoid.py --ablate all --seeds 1,2 --seconds 240   # each piece of the family switched in turn
     python bench/humanoid.py --ablate c51,n_step --no-full --append --out X.json  # more of it, later
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
         --envs Walker2d-v5,Hopper-v5 --parallel 4 --set actors.num_actors=3 --seconds 120  # side by side
@@ -53,28 +53,32 @@ def lowest_after(evals: list[dict], threshold: float) -> float | None:
 
 ABLATIONS = {
     "residual": {"learner.actor_arch": "mlp", "learner.critic_arch": "mlp"},  # 2x256 MLPs instead
-    "c51": {"learner.critic_loss": "mse"},
+    "c51": {"learner.critic_loss": "c51"},  # the config's MSE critic swapped for the categorical one
     "obs_norm": {"learner.obs_norm": False},
-    # without the reward RMS the returns are in the env's own units: atoms wide enough for Humanoid's
-    "reward_norm": {"learner.reward_norm": False, "learner.v_min": -500.0, "learner.v_max": 1500.0},
+    "reward_norm": {"learner.reward_norm": False},
     "n_step": {"learner.n_step": 1},
 }
-"""The family's pieces, each switched off on its own (a run of the config without it)."""
+"""The family's pieces, each switched on its own: off, or for c51 (an option the config leaves off,
+README "The ablation") on; a run of the config with that one change."""
+SWAPPED_IN = {"c51"}
+"""The pieces whose arm adds to the config ('+c51'); the others take away ('-residual')."""
 
 
 def variants(ablate: str | None, full: bool = True) -> list[tuple[str, dict]]:
-    """('full', {}) (unless `full` is False) then ('-piece', overrides) for each piece asked for."""
+    """('full', {}) (unless `full` is False) then ('-piece' or '+piece', overrides) for each piece
+    asked for."""
     names = [] if not ablate else list(ABLATIONS) if ablate == "all" else ablate.split(",")
     unknown = [n for n in names if n not in ABLATIONS]
     if unknown:
         raise SystemExit(f"--ablate: unknown piece(s) {unknown}; choose from {list(ABLATIONS)} or 'all'")
     if not full and not names:
         raise SystemExit("--no-full needs --ablate: there would be nothing to run")
-    return [*([("full", {})] if full else []), *((f"-{n}", ABLATIONS[n]) for n in names)]
+    return [*([("full", {})] if full else []),
+            *((f"{'+' if n in SWAPPED_IN else '-'}{n}", ABLATIONS[n]) for n in names)]
 
 
 def label(config: str, variant: str, seed: int) -> str:
-    """A run's name in the plot: 'humanoid s1', 'humanoid -c51 s2'."""
+    """A run's name in the plot: 'humanoid s1', 'humanoid +c51 s2'."""
     return Path(config).stem + ("" if variant == "full" else f" {variant}") + f" s{seed}"
 
 

@@ -421,6 +421,15 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             max_task_retries=2,
         ).remote(cfg.env, cfg.run.eval_episodes, cfg.eval_seed)
 
+    def record_eval(done, taken: dict, weights, full_state: bool):
+        # stamped with when its weights were taken, not when it finished
+        evals.append({**ray.get(done), **taken})
+        timeline.mark("first_eval")
+        if evals[-1]["mean_return"] >= max(e["mean_return"] for e in evals):
+            keep_best_policy(run_dir, weights)
+            if full_state:
+                keep_best_checkpoint(run_dir)
+
     # started at the first update: its process (torch, MuJoCo: seconds of CPU) would otherwise
     # boot beside the learner's and the actors' and slow the way to that update
     evaluator = None
@@ -445,13 +454,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
             prev = (now, ls["received"], ls["updates"])
         if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
-            # stamped with when its weights were taken, not when it finished
-            evals.append({**ray.get(pending_eval), **eval_taken})
-            timeline.mark("first_eval")
-            if evals[-1]["mean_return"] >= max(e["mean_return"] for e in evals):
-                keep_best_policy(run_dir, eval_weights)
-                if eval_full_state:
-                    keep_best_checkpoint(run_dir)
+            record_eval(pending_eval, eval_taken, eval_weights, eval_full_state)
             pending_eval = None
         if evaluator is None and ls["updates"]:
             evaluator = start_evaluator()
@@ -494,6 +497,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             break
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
+    if pending_eval is not None:  # an evaluation under way is finished and kept, not dropped
+        try:
+            record_eval(pending_eval, eval_taken, eval_weights, eval_full_state)
+        except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
+            print(f"[herd] the last periodic evaluation failed ({one_line(e)})", flush=True)
     timeline.close()
     try:
         ray.get(controller.scale.remote(0))

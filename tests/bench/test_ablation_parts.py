@@ -52,8 +52,8 @@ def test_the_cli_prints_the_table_and_writes_the_bar_plot(tmp_path):
 
 
 def test_variants_without_the_full_config():
-    assert [v for v, _ in variants("c51,n_step", full=False)] == ["-c51", "-n_step"]
-    assert [v for v, _ in variants("c51")] == ["full", "-c51"]
+    assert [v for v, _ in variants("c51,n_step", full=False)] == ["+c51", "-n_step"]
+    assert [v for v, _ in variants("c51")] == ["full", "+c51"]
     with pytest.raises(SystemExit, match="needs --ablate"):
         variants(None, full=False)
 

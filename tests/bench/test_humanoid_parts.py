@@ -22,16 +22,17 @@ def test_every_ablation_switches_its_piece_off_in_a_valid_config():
     base = yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text())
     full = parse_config(base).learner
     assert (full.critic_arch, full.critic_loss, full.obs_norm, full.reward_norm, full.n_step) == (
-        "residual", "c51", True, True, 3)  # the family is what the pieces are taken out of
+        "residual", "mse", True, True, 3)  # the family the pieces are switched in
     seen = {}
     for name, overrides in variants("all")[1:]:
         cfg = parse_config(apply_overrides(yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text()),
                                            [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner
         seen[name] = cfg
     assert seen["-residual"].critic_arch == seen["-residual"].actor_arch == "mlp"
-    assert seen["-c51"].critic_loss == "mse" and not seen["-obs_norm"].obs_norm
-    assert not seen["-reward_norm"].reward_norm and seen["-reward_norm"].v_max > 1000
-    assert seen["-n_step"].n_step == 1 and set(ABLATIONS) == {n[1:] for n in seen}
+    assert seen["+c51"].critic_loss == "c51" and not seen["-obs_norm"].obs_norm
+    assert seen["+c51"].v_max > seen["+c51"].v_min  # the config keeps the atoms' support for it
+    assert not seen["-reward_norm"].reward_norm and seen["-n_step"].n_step == 1
+    assert set(ABLATIONS) == {n[1:] for n in seen}
     with pytest.raises(SystemExit, match="unknown piece"):
         variants("c51,wings")
 
@@ -51,7 +52,7 @@ def test_the_plot_draws_every_run_one_colour_per_arm(tmp_path):
     for ax in fig.axes:
         assert [ln.get_label() for ln in ax.lines if ln.get_label() in runs] == runs
     first = {ln.get_label(): ln.get_color() for ln in fig.axes[0].lines}
-    assert first["humanoid s1"] == first["humanoid s2"] != first["humanoid -c51 s1"]
+    assert first["humanoid s1"] == first["humanoid s2"] != first["humanoid +c51 s1"]
     assert (tmp_path / "p.png").stat().st_size > 0
     # labels not of label()'s "<arm> s<seed>" form (bench/plot_results.py's): a colour each
     fig = plot([("family, seed 1", evals), ("family, seed 2", evals)], tmp_path / "q.png", "Herd, test")
