@@ -16,6 +16,7 @@ seed, side by side) to bench/results/humanoid-<machine>.json and a PNG plot of a
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import re
@@ -248,12 +249,37 @@ def submit_one(config: str, seed: int, args, sets: list[str] = ()) -> tuple[str,
     return job, t_submit, cfg, cold
 
 
+EVAL_DETAIL = ("min_return", "max_return", "mean_length", "policy_version")
+"""Kept per evaluation beside its mean: a dip where every episode fell reads apart from one fall."""
+TRAIN_KEYS = ("train_return", "critic_loss", "actor_loss", "alpha", "entropy", "policy_lag", "updates_per_s")
+"""The learner's statistics (metrics.csv) at each evaluation, so a dip's JSON shows what training did."""
+
+
+def training_rows(path: Path) -> list[dict]:
+    """metrics.csv's rows as (time_s, TRAIN_KEYS) floats; none if the job wrote no file."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return [{k: float(r[k]) if r.get(k) not in (None, "") else None for k in ("time_s", *TRAIN_KEYS)}
+                for r in csv.DictReader(f)]
+
+
+def training_at(rows: list[dict], time_s: float) -> dict:
+    """TRAIN_KEYS of the last row logged at or before `time_s` (seconds since the job started),
+    each as 'train_<key>' (train_return as it is: the actors' episodes); empty when none was."""
+    before = [r for r in rows if r["time_s"] is not None and r["time_s"] <= time_s]
+    return {k if k.startswith("train_") else f"train_{k}": before[-1][k] for k in TRAIN_KEYS} if before else {}
+
+
 def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg: dict, cold: bool,
               runs_dir: str) -> dict:
     """One run's flat record, from its runs/<job>/summary.json."""
     summary = json.loads((Path(runs_dir) / job / "summary.json").read_text())
+    train = training_rows(Path(runs_dir) / job / "metrics.csv")
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
-              "env_steps": e["env_steps"], "updates": e["updates"]} for e in summary["evaluations"]]
+              "env_steps": e["env_steps"], "updates": e["updates"],
+              **{k: e.get(k) for k in EVAL_DETAIL}, **training_at(train, e["time_s"])}
+             for e in summary["evaluations"]]
     hit5, hit65, hit10 = (first_reaching(evals, t) for t in (5000, 6500, 10000))
     startup = summary.get("startup") or {}
     learner_cfg = cfg["learner"]

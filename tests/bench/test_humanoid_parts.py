@@ -57,3 +57,21 @@ def test_the_plot_draws_every_run_one_colour_per_arm(tmp_path):
     # labels not of label()'s "<arm> s<seed>" form (bench/plot_results.py's): a colour each
     fig = plot([("family, seed 1", evals), ("family, seed 2", evals)], tmp_path / "q.png", "Herd, test")
     assert fig.axes[0].lines[0].get_color() != fig.axes[0].lines[1].get_color()
+
+
+def test_each_evaluation_carries_the_training_statistics_logged_before_it(tmp_path):
+    from bench.humanoid import TRAIN_KEYS, training_at, training_rows
+
+    assert training_rows(tmp_path / "none.csv") == []
+    from herd.metrics import COLUMNS
+
+    assert set(TRAIN_KEYS) <= set(COLUMNS)  # the driver's metrics.csv writes each of them
+    path = tmp_path / "metrics.csv"
+    path.write_text(",".join(COLUMNS) + "\n" + "\n".join(
+        ",".join({"time_s": str(t), "critic_loss": str(loss), "alpha": "", "train_return": "50"}.get(c, "1")
+                 for c in COLUMNS) for t, loss in ((2.0, 0.5), (4.0, 0.25), (6.0, 9.0))) + "\n")
+    rows = training_rows(path)
+    at = training_at(rows, 5.0)  # the row of 4.0 s, not the later spike at 6.0 s
+    assert at["train_critic_loss"] == 0.25 and at["train_alpha"] is None and at["train_return"] == 50.0
+    assert set(at) == {k if k.startswith("train_") else f"train_{k}" for k in TRAIN_KEYS}
+    assert training_at(rows, 1.0) == {} and training_at(rows, 60.0)["train_critic_loss"] == 9.0
