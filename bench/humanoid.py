@@ -78,6 +78,19 @@ def variants(ablate: str | None, full: bool = True) -> list[tuple[str, dict]]:
             *((f"{'+' if n in SWAPPED_IN else '-'}{n}", ABLATIONS[n]) for n in names)]
 
 
+def parse_arm(spec: str) -> tuple[str, dict]:
+    """--arm 'ema:learner.actor_ema=0.001;learner.tau=0.01' -> ('ema', {key: value, ...}), the
+    values parsed as --set parses them; a bad spec is refused before anything runs."""
+    name, _, sets = spec.partition(":")
+    if not name.strip() or not sets.strip() or name.strip() in ("full", *ABLATIONS):
+        raise SystemExit(f"--arm {spec!r}: give NAME:KEY=VALUE[;KEY=VALUE], NAME not 'full' or an --ablate piece")
+    try:
+        overrides = parse_sets([x for x in sets.split(";") if x.strip()])
+    except ValueError as e:
+        raise SystemExit(f"--arm {spec!r}: {e}") from None
+    return name.strip(), overrides
+
+
 def label(config: str, variant: str, seed: int) -> str:
     """A run's name in the plot: 'humanoid s1', 'humanoid +c51 s2'."""
     return Path(config).stem + ("" if variant == "full" else f" {variant}") + f" s{seed}"
@@ -193,6 +206,8 @@ def main() -> int:
     p.add_argument("--no-full", action="store_true", help="with --ablate: only the pieces, not the full config")
     p.add_argument("--append", action="store_true",
                    help="keep the runs already in --out (of the same budget): an ablation split over calls")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME:KEY=VALUE[;KEY=VALUE]",
+                   help="repeatable: one more variant beside the config, with these --set overrides")
     p.add_argument("--envs", default=None, help="comma list of env ids: every config runs on each")
     p.add_argument("--parallel", type=int, default=1,
                    help="jobs side by side, each with 1/N of the GPU (set actors.num_actors to fit the CPUs)")
@@ -208,7 +223,8 @@ def main() -> int:
     envs = args.envs.split(",") if args.envs else [None]
     runs = [(c, v, {**o, **({"env.id": e} if e else {})}, int(seed)) for e in envs
             for c in args.config or ["configs/humanoid.yaml"]
-            for v, o in variants(args.ablate, not args.no_full) for seed in args.seeds.split(",")]
+            for v, o in [*variants(args.ablate, not args.no_full), *map(parse_arm, args.arm)]
+            for seed in args.seeds.split(",")]
     share = [] if args.parallel <= 1 else [f"learner.num_gpus={1 / args.parallel:.4f}"]
     for i in range(0, len(runs), max(1, args.parallel)):
         batch = runs[i:i + max(1, args.parallel)]

@@ -112,6 +112,7 @@ def secure(cfg: JobConfig) -> JobConfig:
 
 
 BEST_POLICY = "best_policy.pb"
+EVAL_WAIT_S = 300.0  # at the stop, the longest an evaluation under way is waited for
 
 
 def keep_best_policy(run_dir: Path, weights) -> None:
@@ -499,9 +500,11 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
     if pending_eval is not None:  # an evaluation under way is finished and kept, not dropped
         try:
+            if not ray.wait([pending_eval], timeout=EVAL_WAIT_S)[0]:
+                raise TimeoutError(f"not done within {EVAL_WAIT_S:g} s")
             record_eval(pending_eval, eval_taken, eval_weights, eval_full_state)
         except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
-            print(f"[herd] the last periodic evaluation failed ({one_line(e)})", flush=True)
+            print(f"[herd] the last periodic evaluation is left out ({one_line(e)})", flush=True)
     timeline.close()
     try:
         ray.get(controller.scale.remote(0))

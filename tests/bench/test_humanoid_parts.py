@@ -75,3 +75,17 @@ def test_each_evaluation_carries_the_training_statistics_logged_before_it(tmp_pa
     assert at["train_critic_loss"] == 0.25 and at["train_alpha"] is None and at["train_return"] == 50.0
     assert set(at) == {k if k.startswith("train_") else f"train_{k}" for k in TRAIN_KEYS}
     assert training_at(rows, 1.0) == {} and training_at(rows, 60.0)["train_critic_loss"] == 9.0
+
+
+def test_an_arm_is_a_named_variant_with_set_overrides_and_a_bad_one_is_refused():
+    from bench.humanoid import parse_arm
+
+    name, overrides = parse_arm("ema:learner.actor_ema=0.001; learner.actor_lr=0.0001")
+    assert name == "ema" and overrides == {"learner.actor_ema": 0.001, "learner.actor_lr": 0.0001}
+    cfg = parse_config(apply_overrides(yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text()),
+                                       [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner
+    assert cfg.actor_ema == 0.001 and cfg.actor_lr == 1e-4
+    for bad in ("ema", "ema:", ":learner.tau=0.1", "full:learner.tau=0.1", "c51:learner.tau=0.1",
+                "ema:learner.tau"):
+        with pytest.raises(SystemExit, match="--arm"):
+            parse_arm(bad)
