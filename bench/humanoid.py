@@ -115,7 +115,8 @@ def earlier_runs(path: Path, seconds: float) -> list[dict]:
 
 ALGO_KEYS = ("actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width", "critic_blocks",
              "critic_loss", "num_atoms", "v_min", "v_max", "obs_norm", "reward_norm", "n_step",
-             "batch_size", "replay_ratio", "hidden_sizes", "init_alpha", "amp")
+             "batch_size", "replay_ratio", "hidden_sizes", "init_alpha", "amp", "actor_ema",
+             "actor_weight_decay", "critic_weight_decay")
 
 
 def compile_cache_empty() -> bool:

@@ -73,6 +73,11 @@ class LearnerConfig(BaseModel):
     actor_lr: float = Field(3e-4, gt=0)
     critic_lr: float = Field(3e-4, gt=0)
     alpha_lr: float = Field(3e-4, gt=0)
+    actor_weight_decay: float = Field(0.0, ge=0, lt=1)
+    """AdamW's decoupled weight decay of the actor's parameters (0: plain Adam, as SAC has it;
+    FastTD3 decays both networks by 0.1). The temperature is never decayed."""
+    critic_weight_decay: float = Field(0.0, ge=0, lt=1)
+    """AdamW's decoupled weight decay of the critics' parameters (0: plain Adam)."""
     init_alpha: float = Field(1.0, gt=0)
     target_entropy: float | None = None
     """Temperature target; null means -action_dim."""

@@ -25,8 +25,11 @@ def flatten_(params: list[torch.Tensor]) -> torch.Tensor:
     return flat
 
 
-def adam_flat_(p, grads, m, v, step, lr, beta1: float, beta2: float, eps: float, found_inf=None):
-    """One Adam step on flat `p` (torch.optim.Adam's math); skipped where found_inf > 0."""
+def adam_flat_(p, grads, m, v, step, lr, beta1: float, beta2: float, eps: float, found_inf=None,
+               decay=None):
+    """One Adam step on flat `p` (torch.optim.Adam's math); skipped where found_inf > 0.
+    `decay` (lr * weight decay, a float or per element; None: none): AdamW's decoupled decay,
+    p <- p * (1 - decay) before the step (torch.optim.AdamW's math)."""
     g = torch.cat([x.reshape(-1) for x in grads])
     keep = None if found_inf is None else (found_inf > 0)
     step.add_(1 if keep is None else 1 - keep.to(step.dtype))
@@ -35,6 +38,8 @@ def adam_flat_(p, grads, m, v, step, lr, beta1: float, beta2: float, eps: float,
     m_new = torch.lerp(m, g, 1 - beta1)
     v_new = v * beta2 + (1 - beta2) * g * g
     update = (lr / bc1) * m_new / (v_new.sqrt() / bc2.sqrt() + eps)
+    if decay is not None:  # folded into the step's subtraction: p - (p * decay + update)
+        update = update + p * decay
     if keep is None:
         m.copy_(m_new)
         v.copy_(v_new)
@@ -46,18 +51,17 @@ def adam_flat_(p, grads, m, v, step, lr, beta1: float, beta2: float, eps: float,
 
 
 class FlatAdam:
-    """Adam for parameter groups that share one flat buffer; one lr per group."""
+    """Adam (AdamW where a group has weight decay) for parameter groups that share one flat
+    buffer; one lr and one weight decay per group: (params, lr) or (params, lr, weight_decay)."""
 
-    def __init__(self, groups: list[tuple[list[torch.Tensor], float]], betas=(0.9, 0.999), eps=1e-8):
-        self.params = [p for ps, _ in groups for p in ps]
+    def __init__(self, groups: list[tuple], betas=(0.9, 0.999), eps=1e-8):
+        groups = [(g[0], g[1], g[2] if len(g) > 2 else 0.0) for g in groups]
+        self.params = [p for ps, *_ in groups for p in ps]
         self.flat = flatten_(self.params)
-        lrs = {lr for _, lr in groups}
-        if len(lrs) == 1:
-            self.lr: float | torch.Tensor = lrs.pop()
-        else:  # a per-element learning rate: one more read, still one kernel
-            self.lr = torch.cat([
-                torch.full((sum(p.numel() for p in ps),), lr, device=self.flat.device) for ps, lr in groups
-            ])
+        self.lr = self._per_group([lr for _, lr, _ in groups], groups)
+        # AdamW's decay is lr * weight_decay per element; None (the plain Adam graph) without any
+        self.decay = (None if not any(wd for *_, wd in groups)
+                      else self._per_group([lr * wd for _, lr, wd in groups], groups))
         self.betas, self.eps = betas, eps
         self.exp_avg = torch.zeros_like(self.flat)
         self.exp_avg_sq = torch.zeros_like(self.flat)
@@ -65,13 +69,20 @@ class FlatAdam:
         self.found_inf: torch.Tensor | None = None
         self._fn = adam_flat_
 
+    def _per_group(self, values: list[float], groups) -> float | torch.Tensor:
+        """One value for all (a float), or one per element (one more read, still one kernel)."""
+        if len(set(values)) == 1:
+            return values[0]
+        return torch.cat([torch.full((sum(p.numel() for p in ps),), x, device=self.flat.device)
+                          for (ps, *_), x in zip(groups, values)])
+
     def compile(self, mode: str | None) -> None:
         self._fn = torch.compile(adam_flat_, mode=mode)
 
     def step(self, grads: list[torch.Tensor]) -> None:
         """Apply `grads` (one per param, in order); honours `found_inf` as fused Adam does."""
         self._fn(self.flat, grads, self.exp_avg, self.exp_avg_sq, self.step_t, self.lr,
-                 self.betas[0], self.betas[1], self.eps, self.found_inf)
+                 self.betas[0], self.betas[1], self.eps, self.found_inf, self.decay)
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.flat, self.exp_avg, self.exp_avg_sq, self.step_t]

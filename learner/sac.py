@@ -110,8 +110,9 @@ class SAC:
         self._critic_params = list(self.critic.parameters())
         # Flat Adam (learner/flat_adam.py): each optimizer's parameters are views of one
         # buffer; the temperature rides in the actor's buffer (its own lr if it differs).
-        self.critic_opt = FlatAdam([(self._critic_params, cfg.critic_lr)])
-        self.actor_opt = FlatAdam([(self._actor_params, cfg.actor_lr), ([self.log_alpha], cfg.alpha_lr)])
+        self.critic_opt = FlatAdam([(self._critic_params, cfg.critic_lr, cfg.critic_weight_decay)])
+        self.actor_opt = FlatAdam([(self._actor_params, cfg.actor_lr, cfg.actor_weight_decay),
+                                   ([self.log_alpha], cfg.alpha_lr)])
         self._target_flat = flatten_(list(self.target.parameters()))
         # the averaged actor (actor_ema): its own flat buffer, lerped toward the live actor's
         # slice of the actor optimizer's buffer (the temperature rides after it)
