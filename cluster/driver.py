@@ -40,7 +40,9 @@ from herd.evaluation import Evaluator
 from herd.learner.server import is_loopback
 from herd.learner.service import Learner
 from herd.metrics import MetricsWriter
+from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, PeriodicEvals
 from herd.proto import codec
+from herd.ray_errors import one_line
 from herd.startup import Timeline, spec_from_env
 from herd.tracking import open_wandb, provenance
 
@@ -109,42 +111,6 @@ def secure(cfg: JobConfig) -> JobConfig:
         return cfg
     return cfg.model_copy(update={"learner": lc.model_copy(
         update={"token": secrets.token_urlsafe(32)})})
-
-
-BEST_POLICY = "best_policy.pb"
-EVAL_WAIT_S = 300.0  # at the stop, the longest an evaluation under way is waited for
-
-
-def keep_best_policy(run_dir: Path, weights) -> None:
-    """The best-evaluated policy as a serialized PolicyWeights message (atomic write)."""
-    tmp = run_dir / (BEST_POLICY + ".tmp")
-    tmp.write_bytes(weights.SerializeToString())
-    tmp.replace(run_dir / BEST_POLICY)
-
-
-BEST_CHECKPOINT, CANDIDATE = "checkpoint-best", ".checkpoint-candidate"
-
-
-def take_for_eval(watch, run_dir: Path, checkpoint_errors: list) -> tuple:
-    """The policy to evaluate next and whether its full state is saved beside it (CANDIDATE):
-    an evaluation that turns out the run's best then keeps that state as checkpoint-best/, so a
-    policy that collapses later cannot take the best one's optimizer and networks with it. A
-    failed save (disk full) costs only the candidate: the evaluation goes on."""
-    try:
-        return watch.call("save_for_eval", str(run_dir / CANDIDATE)), True
-    except OSError as e:
-        checkpoint_errors.append({"error": one_line(e), "best_candidate": True})
-        return watch.call("policy_for_eval"), False
-
-
-def keep_best_checkpoint(run_dir: Path) -> None:
-    """CANDIDATE becomes checkpoint-best/ (directory renames: atomic, the old best goes last)."""
-    best, old = run_dir / BEST_CHECKPOINT, run_dir / ".checkpoint-best-old"
-    shutil.rmtree(old, ignore_errors=True)
-    if best.exists():
-        best.rename(old)
-    (run_dir / CANDIDATE).rename(best)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def keep_history(ckpt_dir: Path, keep: int) -> None:
@@ -422,22 +388,12 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             max_task_retries=2,
         ).remote(cfg.env, cfg.run.eval_episodes, cfg.eval_seed)
 
-    def record_eval(done, taken: dict, weights, full_state: bool):
-        # stamped with when its weights were taken, not when it finished
-        evals.append({**ray.get(done), **taken})
-        timeline.mark("first_eval")
-        if evals[-1]["mean_return"] >= max(e["mean_return"] for e in evals):
-            keep_best_policy(run_dir, weights)
-            if full_state:
-                keep_best_checkpoint(run_dir)
-
-    # started at the first update: its process (torch, MuJoCo: seconds of CPU) would otherwise
-    # boot beside the learner's and the actors' and slow the way to that update
-    evaluator = None
-    pending_eval, last_eval, evals, eval_taken, eval_weights = None, time.monotonic(), [], {}, None
-    eval_full_state = False  # whether the pending evaluation's full state is in CANDIDATE
-    last_ckpt, reason = time.monotonic(), "max_seconds"
+    # the evaluator starts at the first update: its process (torch, MuJoCo: seconds of CPU)
+    # would otherwise boot beside the learner's and the actors' and slow the way to that update
     checkpoint_errors: list[dict] = []
+    evals = PeriodicEvals(start_evaluator, watch, run_dir, cfg.run.eval_every_s, start, timeline,
+                          checkpoint_errors)
+    last_ckpt, reason = time.monotonic(), "max_seconds"
     # rates of the first row count from the counters this learner started with (a resumed
     # job's restored ones), not from zero
     restored = watch.call("status_dict").get("restored") or {}
@@ -454,19 +410,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         timeline.observe(st)
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
             prev = (now, ls["received"], ls["updates"])
-        if pending_eval is not None and ray.wait([pending_eval], timeout=0)[0]:
-            record_eval(pending_eval, eval_taken, eval_weights, eval_full_state)
-            pending_eval = None
-        if evaluator is None and ls["updates"]:
-            evaluator = start_evaluator()
-        if pending_eval is None and now - last_eval >= cfg.run.eval_every_s and ls["updates"]:
-            weights, eval_full_state = take_for_eval(watch, run_dir, checkpoint_errors)
-            pending_eval = evaluator.evaluate.remote(weights)
-            eval_weights = weights
-            eval_taken = {"time_s": now - start, "unix_time": time.time(),
-                          "env_steps": ls["received"], "updates": ls["updates"]}
-            last_eval = now
-        row = progress_row(st, evals, now - start, prev)
+        evals.poll(ls, now)
+        row = progress_row(st, evals.last_return(), now - start, prev)
         prev = (now, ls["received"], ls["updates"])
         metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
@@ -485,7 +430,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                 print(f"[herd] {one_line(e)}; training goes on, next try in "
                       f"{cfg.run.checkpoint_every_s:g}s", flush=True)
         target = cfg.run.target_return
-        if cfg.run.stop_at_target and target is not None and evals and evals[-1]["mean_return"] >= target:
+        last = evals.last_return()
+        if cfg.run.stop_at_target and target is not None and last is not None and last >= target:
             reason = "target_return"
             break
         if ls["received"] >= cfg.run.max_env_steps:
@@ -498,13 +444,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             break
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
-    if pending_eval is not None:  # an evaluation under way is finished and kept, not dropped
-        try:
-            if not ray.wait([pending_eval], timeout=EVAL_WAIT_S)[0]:
-                raise TimeoutError(f"not done within {EVAL_WAIT_S:g} s")
-            record_eval(pending_eval, eval_taken, eval_weights, eval_full_state)
-        except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
-            print(f"[herd] the last periodic evaluation is left out ({one_line(e)})", flush=True)
+    evals.finish()  # the evaluation under way is kept, not dropped
     timeline.close()
     try:
         ray.get(controller.scale.remote(0))
@@ -527,12 +467,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         print(f"[herd] final {one_line(e)}; " + (
             f"{ckpt_dir} keeps the previous checkpoint" if (Path(ckpt_dir) / "model.pt").exists()
             else "the job has no checkpoint"), flush=True)
-    shutil.rmtree(run_dir / CANDIDATE, ignore_errors=True)  # an evaluation that was not the best
-    weights = watch.call("policy_for_eval")  # as save() left it: the checkpoint's own policy
-    if evaluator is None:  # the job ended before its first update
-        evaluator = start_evaluator()
-    final_eval = ray.get(evaluator.evaluate.remote(weights))
-    ray.kill(evaluator)
+    # as save() left it: the checkpoint's own policy
+    final_eval = evals.final(watch.call("policy_for_eval"))
     final_status = ray.get(controller.status.remote())
     # actors scaled away (exact final counts) + processes that died and were restarted (their
     # last polled counts: a lower bound of what they had acked)
@@ -547,8 +483,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "target_return": cfg.run.target_return,
         # SAC keeps learning after the evaluation that reached the target: the final
         # checkpoint's policy can score lower, so both are reported
-        "best_eval": max(evals, key=lambda e: e["mean_return"], default=None),
-        "best_policy": str(run_dir / BEST_POLICY) if evals else None,
+        "best_eval": evals.best(),
+        "best_policy": str(run_dir / BEST_POLICY) if evals.evals else None,
         # the full state (networks, optimizers, counters) of best_policy.pb's evaluation:
         # `herd submit --resume` takes it
         "best_checkpoint": (str(run_dir / BEST_CHECKPOINT)
@@ -558,10 +494,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "reached_target": (cfg.run.target_return is not None
                            and final_eval["mean_return"] >= cfg.run.target_return),
         # of best_policy.pb, the best periodic evaluation of this run
-        "best_reached_target": (cfg.run.target_return is not None and bool(evals)
-                                and max(e["mean_return"] for e in evals) >= cfg.run.target_return),
+        "best_reached_target": (cfg.run.target_return is not None and bool(evals.evals)
+                                and evals.best()["mean_return"] >= cfg.run.target_return),
         "resumed_from": resume,
-        "evaluations": evals,
+        "evaluations": evals.evals,
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
         "actor_acked": acked,
@@ -601,12 +537,6 @@ def run_record(cfg: JobConfig, job_id: str, run_dir: Path) -> dict:
     return {"job_id": job_id, **provenance(cfg, yaml.safe_load(redacted(cfg)))}
 
 
-def one_line(e: BaseException) -> str:
-    """The message of an error raised in a Ray actor (its cause), without Ray's traceback."""
-    cause = getattr(e, "cause", None) or e
-    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-
-
 def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[dict]) -> dict:
     """What crashes cost. Learner restarts lose what came after the checkpoint they restore;
     actors ack only what a learner accepted, so acked - received counts exactly the
@@ -625,7 +555,7 @@ def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[d
     }
 
 
-def progress_row(st: dict, evals: list, elapsed: float, prev: tuple) -> dict:
+def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tuple) -> dict:
     ls, actors = st["learner"], st["actors"]
     dt = max(time.monotonic() - prev[0], 1e-9)
     returns = [a["mean_return"] for a in actors if a.get("mean_return") is not None]
@@ -643,7 +573,7 @@ def progress_row(st: dict, evals: list, elapsed: float, prev: tuple) -> dict:
         "policy_lag": ls["mean_policy_lag"],
         "actors": len(actors),
         "train_return": float(np.mean(returns)) if returns else None,
-        "eval_return": evals[-1]["mean_return"] if evals else None,
+        "eval_return": eval_return,
         "critic_loss": losses.get("critic_loss"),
         "actor_loss": losses.get("actor_loss"),
         "alpha": losses.get("alpha"),

@@ -127,7 +127,7 @@ def test_older_checkpoints_survive_the_next_saves_up_to_keep(tmp_path):
 
 
 def test_the_best_evaluations_full_state_replaces_the_previous_best(tmp_path):
-    from herd.driver import BEST_CHECKPOINT, CANDIDATE, keep_best_checkpoint
+    from herd.periodic_eval import BEST_CHECKPOINT, CANDIDATE, keep_best_checkpoint
 
     for updates in (100, 200):
         (tmp_path / CANDIDATE).mkdir()
