@@ -27,6 +27,8 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 FAMILY = dict(actor_arch="residual", critic_arch="residual", actor_width=64, critic_width=64,
               critic_loss="c51", num_atoms=51, v_min=-50.0, v_max=50.0, obs_norm=True, reward_norm=True)
 """The 2026 family (learner/config.py) at small sizes: all of it must live in the graph."""
+DEFAULT_FAMILY = {**FAMILY, "critic_loss": "mse", "actor_weight_decay": 0.1, "critic_weight_decay": 0.1}
+"""configs/humanoid.yaml's critic (MSE) with AdamW's decay on both networks."""
 
 
 def make(device: str, amp: str = "off", batch: int = 64, hidden=(64, 64), **family) -> tuple[SAC, ReplayBuffer]:
@@ -55,9 +57,10 @@ def assert_parity(a: SAC, b: SAC, la: torch.Tensor, lb: torch.Tensor, rtol: floa
         torch.testing.assert_close(p, q, rtol=rtol, atol=atol)
 
 
-def test_warmup_rollback_leaves_no_trace_cpu() -> None:
-    a, buf = make("cpu")
-    b, _ = make("cpu")
+@pytest.mark.parametrize("family", [{}, DEFAULT_FAMILY], ids=["plain", "mse-decay"])
+def test_warmup_rollback_leaves_no_trace_cpu(family: dict) -> None:
+    a, buf = make("cpu", **family)
+    b, _ = make("cpu", **family)
     step = GraphedUpdate(a, buf, 2)
     step.warm_rollback_check()
     for opt in (a.actor_opt, a.critic_opt):  # Adam state is back to step 0
@@ -86,12 +89,12 @@ def test_family_warmup_rollback_leaves_no_trace_cpu() -> None:
 
 
 @cuda
-@pytest.mark.parametrize("family", [False, True], ids=["plain", "family"])
+@pytest.mark.parametrize("family", [{}, FAMILY, DEFAULT_FAMILY], ids=["plain", "family", "mse-decay"])
 @pytest.mark.parametrize("amp,k,tol", [("off", 1, (1e-5, 1e-6)), ("off", 2, (1e-5, 1e-6)), ("bf16", 1, (1e-3, 1e-4))])
-def test_graph_equals_eager_gpu(amp: str, k: int, tol, family: bool) -> None:
+def test_graph_equals_eager_gpu(amp: str, k: int, tol, family: dict) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
-    a, buf = make("cuda", amp, **(FAMILY if family else {}))
-    b, _ = make("cuda", amp, **(FAMILY if family else {}))
+    a, buf = make("cuda", amp, **family)
+    b, _ = make("cuda", amp, **family)
     graphed = GraphedUpdate(a, buf, k, cuda_graph=True)
     graphed.capture()
     assert graphed.graph is not None
