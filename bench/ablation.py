@@ -1,6 +1,7 @@
 """The ablation's table and plot, from bench/humanoid.py's records (`--ablate`, any number of calls
 appended into one file): per variant, every seed's final and last-three evaluation, their means,
-the change against the full config, and when each seed first reached 5,000.
+the change against the full config, when each seed first reached 5,000, its lowest evaluation
+after that and how many of the evaluations after it fell below 4,000 (the no-dip target).
 
     python bench/ablation.py bench/results/ablation-par4-nvidia-h200.json   # markdown table; <stem>-bars.png beside it
 """
@@ -12,6 +13,9 @@ import json
 import sys
 from pathlib import Path
 from statistics import mean
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.humanoid import dips_after  # noqa: E402
 
 
 def by_variant(runs: list[dict]) -> dict[str, list[dict]]:
@@ -42,6 +46,9 @@ def rows(runs: list[dict]) -> list[dict]:
             "last3": [r["last3_eval_return"] for r in rs], "last3_mean": last3,
             "vs_full": None if base in (None, 0) or last3 is None else (last3 - base) / abs(base),
             "seconds_to_5000": [r.get("seconds_to_5000") for r in rs],
+            "min_after_5000": [r.get("min_eval_after_5000") for r in rs],
+            # from the evaluations: records written before the key existed have them too
+            "dips_after_5000": [dips_after(r.get("evaluations", [])) for r in rs],
             "updates_per_s": mean(r["updates_per_s"] for r in rs),
         })
     return out
@@ -51,13 +58,15 @@ def markdown(table: list[dict]) -> str:
     def each(xs, fmt="{:,.0f}"):
         return " / ".join("–" if x is None else fmt.format(x) for x in xs)
 
-    lines = ["| variant | seeds | final (each) | last 3 (each) | last 3, mean | vs full | 5,000 at s (each) | updates/s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| variant | seeds | final (each) | last 3 (each) | last 3, mean | vs full | 5,000 at s (each) | updates/s "
+             "| lowest after 5,000 (each) | evals < 4,000 after 5,000 (each) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for t in table:
         vs = "" if t["vs_full"] is None or t["variant"] == "full" else f"{t['vs_full']:+.0%}"
         lines.append(f"| {t['variant']} | {', '.join(map(str, t['seeds']))} | {each(t['final'])} | "
                      f"{each(t['last3'])} | **{each([t['last3_mean']])}** | {vs} | "
-                     f"{each(t['seconds_to_5000'], '{:.0f}')} | {t['updates_per_s']:,.0f} |")
+                     f"{each(t['seconds_to_5000'], '{:.0f}')} | {t['updates_per_s']:,.0f} | "
+                     f"{each(t['min_after_5000'])} | {' / '.join(d or '–' for d in t['dips_after_5000'])} |")
     return "\n".join(lines)
 
 

@@ -52,6 +52,16 @@ def lowest_after(evals: list[dict], threshold: float) -> float | None:
     return min((e["mean_return"] for e in later), default=None)
 
 
+def dips_after(evals: list[dict], threshold: float = 5000, floor: float = 4000) -> str | None:
+    """'k/n': k of the n evaluations after the first one >= threshold fell below `floor` (the
+    issue's no-dip target counts k); None if the threshold was never reached."""
+    hit = first_reaching(evals, threshold)
+    if hit is None:
+        return None
+    later = evals[evals.index(hit) + 1:]
+    return f"{sum(e['mean_return'] < floor for e in later)}/{len(later)}"
+
+
 ABLATIONS = {
     "residual": {"learner.actor_arch": "mlp", "learner.critic_arch": "mlp"},  # 2x256 MLPs instead
     "c51": {"learner.critic_loss": "c51"},  # the config's MSE critic swapped for the categorical one
@@ -310,6 +320,7 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
         "seconds_to_6500": hit65 and hit65["seconds"], "env_steps_to_6500": hit65 and hit65["env_steps"],
         "seconds_to_10000": hit10 and hit10["seconds"], "updates_to_10000": hit10 and hit10["updates"],
         "min_eval_after_5000": lowest_after(evals, 5000),
+        "dips_after_5000": dips_after(evals),
         "final_eval_return": summary["final_eval"]["mean_return"],
         "best_eval_return": max((e["mean_return"] for e in evals), default=None),
         # one evaluation is 5 episodes and swings; the last three say where a short run ended

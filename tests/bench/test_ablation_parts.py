@@ -11,14 +11,18 @@ from bench.ablation import markdown, rows
 from bench.humanoid import ROOT, earlier_runs, variants
 
 
-def run(variant, seed, last3, final=None, s5000=None, seconds=120):
+def run(variant, seed, last3, final=None, s5000=None, seconds=120, evals=()):
     return {"variant": variant, "seed": seed, "last3_eval_return": last3,
+            "evaluations": [{"mean_return": r} for r in evals],
+            "min_eval_after_5000": min(evals[[r >= 5000 for r in evals].index(True) + 1:], default=None)
+            if any(r >= 5000 for r in evals) else None,
             "final_eval_return": final if final is not None else last3, "seconds_to_5000": s5000,
             "updates_per_s": 1000.0, "env": "Humanoid-v5", "machine": "test",
             "config": {"run": {"max_seconds": seconds}}}
 
 
-RUNS = [run("-c51", 2, 3000), run("full", 2, 6000, s5000=60.0), run("-c51", 1, 5000),
+RUNS = [run("-c51", 2, 3000), run("full", 2, 6000, s5000=60.0, evals=(900, 5100, 3000, 6000, 3999, 4000)),
+        run("-c51", 1, 5000),
         run("full", 1, 4000, final=4100, s5000=None)]
 
 
@@ -33,6 +37,9 @@ def test_rows_per_variant_full_first_seeds_in_order_and_the_change_against_full(
     md = markdown(table)
     assert "| -c51 | 1, 2 | 5,000 / 3,000 | 5,000 / 3,000 | **4,000** | -20% |" in md
     assert "| full | 1, 2 | 4,100 / 6,000 | 4,000 / 6,000 | **5,000** |  | – / 60 |" in md
+    # the no-dip columns: seed 2 fell below 4,000 in 2 of the 4 evaluations after its first 5,000
+    assert full["min_after_5000"] == [None, 3000] and full["dips_after_5000"] == [None, "2/4"]
+    assert md.splitlines()[2].endswith("| – / 3,000 | – / 2/4 |")
 
 
 def ablation(path):
