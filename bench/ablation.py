@@ -58,8 +58,8 @@ def markdown(table: list[dict]) -> str:
     def each(xs, fmt="{:,.0f}"):
         return " / ".join("–" if x is None else fmt.format(x) for x in xs)
 
-    lines = ["| variant | seeds | final (each) | last 3 (each) | last 3, mean | vs full | 5,000 at s (each) | updates/s "
-             "| lowest after 5,000 (each) | evals < 4,000 after 5,000 (each) |",
+    lines = [("| variant | seeds | final (each) | last 3 (each) | last 3, mean | vs full | 5,000 at s (each) "
+              "| updates/s | lowest after 5,000 (each) | evals < 4,000 after 5,000 (each) |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
     for t in table:
         vs = "" if t["vs_full"] is None or t["variant"] == "full" else f"{t['vs_full']:+.0%}"
