@@ -388,10 +388,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             max_task_retries=2,
         ).remote(cfg.env, cfg.run.eval_episodes, cfg.eval_seed)
 
+    checkpoint_errors: list[dict] = []
     # the evaluator starts at the first update: its process (torch, MuJoCo: seconds of CPU)
     # would otherwise boot beside the learner's and the actors' and slow the way to that update
-    checkpoint_errors: list[dict] = []
-    evals = PeriodicEvals(start_evaluator, watch, run_dir, cfg.run.eval_every_s, start, timeline,
+    periodic = PeriodicEvals(start_evaluator, watch, run_dir, cfg.run.eval_every_s, start, timeline,
                           checkpoint_errors)
     last_ckpt, reason = time.monotonic(), "max_seconds"
     # rates of the first row count from the counters this learner started with (a resumed
@@ -410,8 +410,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         timeline.observe(st)
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
             prev = (now, ls["received"], ls["updates"])
-        evals.poll(ls, now)
-        row = progress_row(st, evals.last_return(), now - start, prev)
+        periodic.poll(ls, now)
+        row = progress_row(st, periodic.last_return(), now - start, prev)
         prev = (now, ls["received"], ls["updates"])
         metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
@@ -430,7 +430,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                 print(f"[herd] {one_line(e)}; training goes on, next try in "
                       f"{cfg.run.checkpoint_every_s:g}s", flush=True)
         target = cfg.run.target_return
-        last = evals.last_return()
+        last = periodic.last_return()
         if cfg.run.stop_at_target and target is not None and last is not None and last >= target:
             reason = "target_return"
             break
@@ -444,7 +444,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             break
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
-    evals.finish()  # the evaluation under way is kept, not dropped
+    periodic.finish()  # the evaluation under way is kept, not dropped
     timeline.close()
     try:
         ray.get(controller.scale.remote(0))
@@ -468,7 +468,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             f"{ckpt_dir} keeps the previous checkpoint" if (Path(ckpt_dir) / "model.pt").exists()
             else "the job has no checkpoint"), flush=True)
     # as save() left it: the checkpoint's own policy
-    final_eval = evals.final(watch.call("policy_for_eval"))
+    final_eval = periodic.final(watch.call("policy_for_eval"))
     final_status = ray.get(controller.status.remote())
     # actors scaled away (exact final counts) + processes that died and were restarted (their
     # last polled counts: a lower bound of what they had acked)
@@ -483,8 +483,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "target_return": cfg.run.target_return,
         # SAC keeps learning after the evaluation that reached the target: the final
         # checkpoint's policy can score lower, so both are reported
-        "best_eval": evals.best(),
-        "best_policy": str(run_dir / BEST_POLICY) if evals.evals else None,
+        "best_eval": periodic.best(),
+        "best_policy": str(run_dir / BEST_POLICY) if periodic.evals else None,
         # the full state (networks, optimizers, counters) of best_policy.pb's evaluation:
         # `herd submit --resume` takes it
         "best_checkpoint": (str(run_dir / BEST_CHECKPOINT)
@@ -494,10 +494,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "reached_target": (cfg.run.target_return is not None
                            and final_eval["mean_return"] >= cfg.run.target_return),
         # of best_policy.pb, the best periodic evaluation of this run
-        "best_reached_target": (cfg.run.target_return is not None and bool(evals.evals)
-                                and evals.best()["mean_return"] >= cfg.run.target_return),
+        "best_reached_target": (cfg.run.target_return is not None and bool(periodic.evals)
+                                and periodic.best()["mean_return"] >= cfg.run.target_return),
         "resumed_from": resume,
-        "evaluations": evals.evals,
+        "evaluations": periodic.evals,
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
         "actor_acked": acked,

@@ -70,13 +70,15 @@ class PeriodicEvals:
         """At the stop: the evaluation under way is waited for and kept, not dropped."""
         if self._pending is None:
             return
+        pending, self._pending = self._pending, None
         try:
-            if not ray.wait([self._pending[0]], timeout=wait_s)[0]:
+            if not ray.wait([pending[0]], timeout=wait_s)[0]:
                 raise TimeoutError(f"not done within {wait_s:g} s")
-            self._record(*self._pending)
+            ray.get(pending[0])  # the evaluator's own error, if it failed
         except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
             print(f"[herd] the last periodic evaluation is left out ({one_line(e)})", flush=True)
-        self._pending = None
+            return
+        self._record(*pending)
 
     def final(self, weights) -> dict:
         """The final checkpoint's evaluation; the evaluator goes with it. A candidate state that
