@@ -45,21 +45,22 @@ def first_reaching(evals: list[dict], threshold: float) -> dict | None:
     return next((e for e in evals if e["mean_return"] >= threshold), None)
 
 
+def after_first(evals: list[dict], threshold: float) -> list[dict] | None:
+    """The evaluations after the first one >= threshold; None if none reached it."""
+    hit = first_reaching(evals, threshold)
+    return None if hit is None else evals[evals.index(hit) + 1:]
+
+
 def lowest_after(evals: list[dict], threshold: float) -> float | None:
     """The lowest evaluation after the first one >= threshold (None if never reached or last)."""
-    hit = first_reaching(evals, threshold)
-    later = evals[evals.index(hit) + 1:] if hit else []
-    return min((e["mean_return"] for e in later), default=None)
+    return min((e["mean_return"] for e in after_first(evals, threshold) or []), default=None)
 
 
 def dips_after(evals: list[dict], threshold: float = 5000, floor: float = 4000) -> str | None:
     """'k/n': k of the n evaluations after the first one >= threshold fell below `floor` (the
     issue's no-dip target counts k); None if the threshold was never reached."""
-    hit = first_reaching(evals, threshold)
-    if hit is None:
-        return None
-    later = evals[evals.index(hit) + 1:]
-    return f"{sum(e['mean_return'] < floor for e in later)}/{len(later)}"
+    later = after_first(evals, threshold)
+    return None if later is None else f"{sum(e['mean_return'] < floor for e in later)}/{len(later)}"
 
 
 ABLATIONS = {
