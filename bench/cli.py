@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save
+from bench.common import console, header, result_path, save, submitted_job
 from bench.startup import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,13 +40,14 @@ def running_job(config: str, work: Path, tries: int = 2) -> tuple[Cluster, str]:
     """A head of its own and a submitted job. A head whose job agent never registers (herd
     submit retries for 90 s; seen once on the 2-core CI box, beside the suite's own clusters)
     is closed, its agent log's tail printed, and a fresh one started, `tries` times at most."""
-    for attempt in range(1, tries + 1):
+    attempt = 1
+    while True:
         home = work / f"head{attempt}"
         home.mkdir()
         cluster = Cluster(home, None, {})
         _, r = herd(cluster, "submit", config, "--runs-dir", str(work / "runs"))
         if not r.returncode:
-            return cluster, next(ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("submitted"))
+            return cluster, submitted_job(r.stdout)
         logs = sorted(home.glob("ray/session_*/logs/dashboard_agent.log"))
         tail = logs[-1].read_text(errors="replace")[-1500:] if logs else "(no dashboard_agent.log)"
         cluster.close()
@@ -54,7 +55,7 @@ def running_job(config: str, work: Path, tries: int = 2) -> tuple[Cluster, str]:
             raise SystemExit(f"herd submit failed: {r.stderr.strip()[-2000:]}\nagent log: {tail}")
         console.print(f"herd submit: no job agent on head {attempt}; its agent log ends:\n{tail}\n"
                       "starting a fresh head", markup=False)
-    raise AssertionError("unreachable")
+        attempt += 1
 
 
 def main() -> int:

@@ -143,6 +143,11 @@ def result_path(kind: str, out: str | None, quick: bool, ext: str = "json") -> P
     return base / f"{kind}-{slug(machine_name())}.{ext}"
 
 
+def submitted_job(stdout: str) -> str:
+    """The job id `herd submit` printed ('submitted <job> ...')."""
+    return next(line.split()[1] for line in stdout.splitlines() if line.startswith("submitted"))
+
+
 def save(records: list[dict], path: Path) -> None:
     path.write_text(json.dumps(records, indent=1) + "\n")
 

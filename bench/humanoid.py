@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save
+from bench.common import console, header, result_path, save, submitted_job
 from herd import local
 from herd.config import parse_sets, with_overrides
 
@@ -142,7 +142,7 @@ def submit(cfg_path: Path, runs: Path) -> tuple[str, float]:
     t_submit = time.time()
     out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir",
                           str(runs)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    return next(line.split()[1] for line in out.splitlines() if line.startswith("submitted")), t_submit
+    return submitted_job(out), t_submit
 
 
 def follow_jobs(jobs: list[str], timeout: float) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save
+from bench.common import console, header, result_path, save, submitted_job
 from herd import local
 from herd.config import parse_sets, with_overrides
 
@@ -87,7 +87,7 @@ def main() -> int:
         out = herd("submit", name, "--runs-dir", str(Path(args.runs_dir).resolve()))
     finally:
         Path(name).unlink(missing_ok=True)
-    job = next(line.split()[1] for line in out.splitlines() if line.startswith("submitted"))
+    job = submitted_job(out)
     console.print(f"job {job}")
     path = result_path("scale", args.out, quick=False)
     records = []

@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save
+from bench.common import console, header, result_path, save, submitted_job
 from herd import local
 from herd.startup import PHASES
 
@@ -116,7 +116,7 @@ def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_
                          cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"herd submit failed: {out.stderr.strip()}")
-    job = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("submitted"))
+    job = submitted_job(out.stdout)
     seen, deadline, stopped = 0, time.monotonic() + timeout, False
     while time.monotonic() < deadline:
         state = cluster.job(job)["status"]
