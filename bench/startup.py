@@ -74,9 +74,12 @@ class Cluster:
                     "RAY_ADDRESS": f"127.0.0.1:{gcs}", "HERD_DASHBOARD_URL": f"http://127.0.0.1:{dash}"}
         self.env.pop("RAY_AUTH_TOKEN", None)
         if preload:  # as `herd up --preload`
-            self.env[local.PRELOAD_ENV] = local.PRELOAD
+            (work / "preload").mkdir(mode=0o700)
+            self.env.update({local.PRELOAD_ENV: local.PRELOAD,
+                             local.PRELOAD_DIR_ENV: str(work / "preload")})
         else:
             self.env.pop(local.PRELOAD_ENV, None)
+            self.env.pop(local.PRELOAD_DIR_ENV, None)
         self.url = self.env["HERD_DASHBOARD_URL"]
         cmd = [local.ray_bin(), "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
                f"--temp-dir={work / 'ray'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
@@ -96,6 +99,9 @@ class Cluster:
                 raise SystemExit(f"the bench cluster's dashboard never answered at {self.url}")
             time.sleep(1)
         local.warm_up(self.env["RAY_ADDRESS"], {**self.env, local.CLUSTER_MARKER_ENV: self.marker})
+        t0 = time.monotonic()  # as `herd up`: it returns once the prestarted workers are warm
+        self.preload_wait_s = (round(time.monotonic() - t0, 2)
+                               if preload and local.wait_preloaded(work / "preload") else None)
 
     def job(self, job: str) -> dict:
         return json.loads(local.get(f"{self.url}/api/jobs/{job}"))
@@ -146,11 +152,13 @@ def seconds_to(summary: dict, threshold: float) -> float | None:
     return round(hit["unix_time"] - up["zero_unix"], 2)
 
 
-def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False) -> dict:
+def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False,
+           preload_wait_s: float | None = None) -> dict:
     up = summary.get("startup") or {}
     humanoid = summary["env"].startswith("Humanoid")
     return {
         "cold": cold, "preload": preload, "config": config, "env": summary["env"],
+        "preload_wait_s": preload_wait_s,  # how long the cluster's start waited for it, before submit
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
         **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s",
                                   "eager_updates", "graph_error")},
@@ -202,9 +210,10 @@ def main() -> int:
                    "the medians are printed after the table")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--num-cpus", type=int, default=None, help="the bench cluster's CPUs (default all)")
-    p.add_argument("--preload", choices=("on", "off", "both"), default="off",
+    p.add_argument("--preload", choices=("auto", "on", "off", "both"), default="auto",
                    help="Ray workers that import torch & co. as they start, as `herd up --preload` "
-                        "starts them (on), bare as `herd up` (off), or each run of both, bare first")
+                        "starts them (on), bare as `herd up --no-preload` (off), each run of both "
+                        "(bare first), or as plain `herd up` decides on this machine (auto)")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -220,7 +229,8 @@ def main() -> int:
     cache = base / "compile-cache"  # cold fills it; warm (after cold) reads it
     records = []
     try:
-        preloads = {"on": [True], "off": [False], "both": [False, True]}[args.preload]
+        preloads = {"on": [True], "off": [False], "both": [False, True],
+                    "auto": [local.preload_by_default()]}[args.preload]
         runs = [(m, pre) for m in modes for _ in range(args.repeat) for pre in preloads]
         for i, (mode, preload) in enumerate(runs):
             work = base / f"{mode[0]}{i}"  # short: Ray's socket paths under it must fit 107 bytes
@@ -239,7 +249,8 @@ def main() -> int:
                 summary = run_one(cfg_path, work, cluster, args.timeout, args.until_eval)
             finally:
                 cluster.close()
-            records.append(record(summary, mode == "cold", info, args.config, preload))
+            records.append(record(summary, mode == "cold", info, args.config, preload,
+                                  cluster.preload_wait_s))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)

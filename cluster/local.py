@@ -154,7 +154,7 @@ class NotAuthorized(RuntimeError):
 
 def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None,
        host: str = "127.0.0.1", metrics_port: int = 8080, client_port: int = 10001,
-       agent_port: int = 52365, wait_s: float = 120, preload: bool = False) -> str:
+       agent_port: int = 52365, wait_s: float = 120, preload: bool | None = None) -> str:
     """Start a Ray head with its dashboard on host:dashboard_port; no-op if already up.
 
     Token auth is on (Herd's token, ray_token_path()) unless RAY_AUTH_MODE=disabled is set.
@@ -162,7 +162,10 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
     dashboard agent, metrics) listens on loopback only: Ray's C++ servers bind 127.0.0.1 when
     the node's IP is 127.0.0.1, and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps `ray start` from
     replacing that IP with the machine's external one (the price: no other node can join, which
-    a loopback head could not offer anyway)."""
+    a loopback head could not offer anyway).
+
+    preload: every worker imports torch & co. as it starts, and this returns once the workers
+    Ray prestarted are done (wait_preloaded); None: preload_by_default()."""
     url = f"http://{host}:{dashboard_port}"
     if dashboard_up(url):
         return url
@@ -173,8 +176,12 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         env.pop("RAY_AUTH_TOKEN", None)
     if is_loopback_host(host):
         env[LOOPBACK_ONLY_ENV] = "0"
-    if preload:
-        env[PRELOAD_ENV] = PRELOAD
+    preload_dir = None
+    if preload_by_default() if preload is None else preload:
+        preload_dir = herd_home() / "preload" / marker
+        preload_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        preload_dir.mkdir(mode=0o700)
+        env.update({PRELOAD_ENV: PRELOAD, PRELOAD_DIR_ENV: str(preload_dir)})
     cmd = [ray_bin(), "start", "--head", f"--port={port}", f"--node-ip-address={host}",
            "--include-dashboard=true", f"--dashboard-host={host}",
            f"--dashboard-port={dashboard_port}", f"--metrics-export-port={metrics_port}",
@@ -185,6 +192,8 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
     r = subprocess.run(cmd, check=False, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True)
     if r.returncode:
+        if preload_dir is not None:
+            shutil.rmtree(preload_dir, ignore_errors=True)
         last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
         raise RuntimeError(f"`ray start` failed: {last[0]}")
     for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", LOOPBACK_ONLY_ENV):  # this process's clients follow suit
@@ -200,6 +209,8 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
             raise RuntimeError(f"Ray started but its dashboard did not answer at {url}")
         time.sleep(1)
     warm_up(f"{host}:{port}", env)
+    if preload_dir is not None:
+        wait_preloaded(preload_dir)
     return url
 
 
@@ -207,8 +218,44 @@ PRELOAD_ENV = "RAY_preload_python_modules"
 PRELOAD = "herd.preload"
 """What every Ray worker of a `herd up --preload` cluster imports before it takes work:
 herd/preload.py, which imports torch & co. in a background thread (why not Ray's own way: see
-there). Off by default: on the 2-core box it made the demo's first update later, 12.2 -> 14.7 s
-(median of 3, bench/startup.py --preload both), the fresh workers' imports taking the cores."""
+there)."""
+PRELOAD_DIR_ENV = "HERD_PRELOAD_DIR"
+"""Where each preloading worker leaves <pid>.start and <pid>.done (herd/preload.py)."""
+PRELOAD_MIN_CPUS = 8
+
+
+def preload_by_default() -> bool:
+    """`herd up`'s default: preload on a machine of PRELOAD_MIN_CPUS cores or more. On the GPU box
+    (16 cores) it took the cold Humanoid job's first update from 13.66 to 11.42 s (session 17,
+    bench/startup.py --preload both); on the 2-core box the workers' imports took the cores from
+    the job, 12.2 -> 14.7 s (median of 3, session 13)."""
+    return (os.cpu_count() or 1) >= PRELOAD_MIN_CPUS
+
+
+def wait_preloaded(folder: Path, timeout: float = 90.0, settle: float = 1.0,
+                   first_s: float = 20.0) -> bool:
+    """Wait until the workers that began preloading (<pid>.start in folder) have all ended
+    (<pid>.done), and no new one began for `settle` s. Give up after `timeout` s, or after
+    `first_s` s without any worker beginning: the workers then only keep importing while the
+    first job starts. True when they were done."""
+    t0 = time.monotonic()
+    quiet_since, last = None, None
+    while time.monotonic() < t0 + timeout:
+        names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        started = {n[:-6] for n in names if n.endswith(".start")}
+        finished = {n[:-5] for n in names if n.endswith(".done")}
+        now = time.monotonic()
+        if started and started <= finished:
+            if names != last:
+                quiet_since, last = now, names
+            elif now - quiet_since >= settle:
+                return True
+        else:
+            quiet_since, last = None, None
+            if not started and now - t0 > first_s:
+                return False
+        time.sleep(0.1)
+    return False
 
 
 def warm_up(address: str, env: dict, timeout: float = 60.0) -> None:
@@ -270,6 +317,7 @@ def down() -> bool:
     except (OSError, ValueError, KeyError):
         return False
     stop_processes_marked(marker)
+    shutil.rmtree(herd_home() / "preload" / marker, ignore_errors=True)
     cluster_file().unlink(missing_ok=True)
     return True
 

@@ -8,6 +8,11 @@ wait for what the thread has half done, not for the thread as a whole. (Importin
 the worker takes work, Ray's way, made the 2-core box's first update 5 s later: every fresh
 worker, the job supervisor's too, imported torch before doing anything.)
 
+With $HERD_PRELOAD_DIR set (local.up sets it), the worker leaves `<pid>.start` there as it
+begins and `<pid>.done` once every import has ended, so that `herd up` can return once the
+workers it prestarted are warm (local.wait_preloaded): a job submitted while 16 workers were
+still importing torch had its driver start 2.4 s later (bench/results/startup-nvidia-h200.json).
+
 Third-party libraries only: Herd's own modules would stay at the version the cluster started
 with, and an upgraded torch needs `herd down` / `herd up` anyway.
 """
@@ -16,7 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import threading
+from pathlib import Path
+
+from herd.local import PRELOAD_DIR_ENV
 
 MODULES = ("torch", "numpy", "grpc", "gymnasium", "mujoco")
 
@@ -25,12 +34,22 @@ done = threading.Event()
 """Set once every module's import has ended (in sys.modules a module is there from its start)."""
 
 
+def mark(what: str) -> None:
+    """<pid>.<what> in $HERD_PRELOAD_DIR, if set; a worker that cannot write it only costs the wait."""
+    folder = os.environ.get(PRELOAD_DIR_ENV)
+    if folder:
+        with contextlib.suppress(OSError):
+            (Path(folder) / f"{os.getpid()}.{what}").touch()
+
+
 def load() -> None:
+    mark("start")
     for name in MODULES:
         # a worker that cannot import it finds out when it needs it, with the real error
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     done.set()
+    mark("done")
 
 
 # not a daemon: a process that ends while torch or MuJoCo is half imported must wait for the

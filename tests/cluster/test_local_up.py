@@ -86,10 +86,14 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
 
     r = herd("up", "--port", str(free_port()), "--dashboard-port", str(dash), "--num-cpus", "1",
              "--metrics-port", str(free_port()), "--client-port", str(free_port()),
-             "--agent-port", str(free_port()))
+             "--agent-port", str(free_port()), "--preload")
     record = home / ".herd" / "cluster.json"
     try:
         assert r.returncode == 0, r.stderr
+        # --preload: it returned once the workers Ray prestarted had imported torch & co.
+        marks = [p.name for p in (home / ".herd" / "preload").glob("*/*")]
+        started = sorted(n.split(".")[0] for n in marks if n.endswith(".start"))
+        assert started and started == sorted(n.split(".")[0] for n in marks if n.endswith(".done")), marks
         token = home / ".herd" / "ray_auth_token"
         assert stat.S_IMODE(token.stat().st_mode) == 0o600 and "token auth on" in r.stdout
         assert not (home / ".ray").exists()  # the user's Ray token is neither read nor made
@@ -118,6 +122,7 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
         r = herd("down")
     assert r.returncode == 0 and "stopped" in r.stdout, r.stderr
     assert not marked_pids(marker) and not record.exists()
+    assert not (home / ".herd" / "preload" / marker).exists()
     assert dashboard_up(ray_cluster["dashboard"])  # the suite's cluster was not touched
     r = herd("down")
     assert r.returncode == 0 and "nothing stopped" in r.stderr

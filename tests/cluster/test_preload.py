@@ -3,6 +3,7 @@ co. arrive in the background."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -43,3 +44,13 @@ def test_a_process_that_ends_mid_import_exits_cleanly():
         for p in procs:
             _, err = p.communicate(timeout=180)
             assert p.returncode == 0, (p.returncode, err[-2000:])
+
+
+def test_it_marks_its_start_and_end_in_the_folder_herd_up_watches(tmp_path):
+    env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=180,
+                         check=False, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 2 and names[0].split(".")[0] == names[1].split(".")[0], names
+    assert [n.split(".")[1] for n in names] == ["done", "start"], names

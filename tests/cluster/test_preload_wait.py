@@ -1,0 +1,46 @@
+"""local.wait_preloaded: when `herd up --preload` returns (unit test: files written by threads
+stand in for the workers, which tests/cluster/test_local_up.py starts for real)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from herd.local import wait_preloaded
+
+
+def later(delay: float, path) -> threading.Timer:
+    t = threading.Timer(delay, path.touch)
+    t.start()
+    return t
+
+
+def test_it_returns_once_every_worker_that_began_has_ended(tmp_path):
+    timers = [later(0.2, tmp_path / "1.start"), later(0.3, tmp_path / "2.start"),
+              later(0.6, tmp_path / "1.done"), later(1.0, tmp_path / "2.done")]
+    t0 = time.monotonic()
+    assert wait_preloaded(tmp_path, timeout=10, settle=0.3)
+    took = time.monotonic() - t0
+    assert 1.3 <= took < 3, took  # the last done at 1.0 s, then 0.3 s without a new start
+    for t in timers:
+        t.join()
+
+
+def test_a_worker_that_begins_while_it_settles_is_waited_for(tmp_path):
+    timers = [later(0.0, tmp_path / "1.start"), later(0.2, tmp_path / "1.done"),
+              later(0.5, tmp_path / "2.start"), later(1.5, tmp_path / "2.done")]
+    t0 = time.monotonic()
+    assert wait_preloaded(tmp_path, timeout=10, settle=0.6)
+    assert time.monotonic() - t0 >= 2.0
+    for t in timers:
+        t.join()
+
+
+def test_it_gives_up_when_nothing_begins_or_a_worker_never_ends(tmp_path):
+    t0 = time.monotonic()
+    assert not wait_preloaded(tmp_path, timeout=30, first_s=0.5)
+    assert time.monotonic() - t0 < 2
+    (tmp_path / "7.start").touch()
+    t0 = time.monotonic()
+    assert not wait_preloaded(tmp_path, timeout=1.0, first_s=0.2)
+    assert 1.0 <= time.monotonic() - t0 < 2
