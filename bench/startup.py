@@ -74,9 +74,7 @@ class Cluster:
                     "RAY_ADDRESS": f"127.0.0.1:{gcs}", "HERD_DASHBOARD_URL": f"http://127.0.0.1:{dash}"}
         self.env.pop("RAY_AUTH_TOKEN", None)
         if preload:  # as `herd up --preload`
-            (work / "preload").mkdir(mode=0o700)
-            self.env.update({local.PRELOAD_ENV: local.PRELOAD,
-                             local.PRELOAD_DIR_ENV: str(work / "preload")})
+            self.env.update(local.preload_env(work / "preload"))
         else:
             self.env.pop(local.PRELOAD_ENV, None)
             self.env.pop(local.PRELOAD_DIR_ENV, None)
@@ -99,9 +97,8 @@ class Cluster:
                 raise SystemExit(f"the bench cluster's dashboard never answered at {self.url}")
             time.sleep(1)
         local.warm_up(self.env["RAY_ADDRESS"], {**self.env, local.CLUSTER_MARKER_ENV: self.marker})
-        t0 = time.monotonic()  # as `herd up`: it returns once the prestarted workers are warm
-        self.preload_wait_s = (round(time.monotonic() - t0, 2)
-                               if preload and local.wait_preloaded(work / "preload") else None)
+        # as `herd up --preload`: it returns once the prestarted workers are warm
+        self.preload_wait_s = local.finish_preload(work / "preload") if preload else None
 
     def job(self, job: str) -> dict:
         return json.loads(local.get(f"{self.url}/api/jobs/{job}"))
@@ -210,10 +207,9 @@ def main() -> int:
                    "the medians are printed after the table")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--num-cpus", type=int, default=None, help="the bench cluster's CPUs (default all)")
-    p.add_argument("--preload", choices=("auto", "on", "off", "both"), default="auto",
+    p.add_argument("--preload", choices=("on", "off", "both"), default="off",
                    help="Ray workers that import torch & co. as they start, as `herd up --preload` "
-                        "starts them (on), bare as `herd up --no-preload` (off), each run of both "
-                        "(bare first), or as plain `herd up` decides on this machine (auto)")
+                        "starts them (on), bare as `herd up` (off), or each run of both, bare first")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -229,8 +225,7 @@ def main() -> int:
     cache = base / "compile-cache"  # cold fills it; warm (after cold) reads it
     records = []
     try:
-        preloads = {"on": [True], "off": [False], "both": [False, True],
-                    "auto": [local.preload_by_default()]}[args.preload]
+        preloads = {"on": [True], "off": [False], "both": [False, True]}[args.preload]
         runs = [(m, pre) for m in modes for _ in range(args.repeat) for pre in preloads]
         for i, (mode, preload) in enumerate(runs):
             work = base / f"{mode[0]}{i}"  # short: Ray's socket paths under it must fit 107 bytes

@@ -129,8 +129,8 @@ def cmd_up(args) -> int:
         print(f"herd: {e}", file=sys.stderr)
         return 1
     print(f"Ray head up; dashboard at {url} (everything Ray serves listens on 127.0.0.1)")
-    if local.preload_by_default() if args.preload is None else args.preload:
-        print("its workers import torch & co. as they start (--no-preload: they do not)")
+    if args.preload:
+        print("its prestarted workers have imported torch & co.")
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         print(f"token auth on: the token is in {os.environ.get('RAY_AUTH_TOKEN_PATH')} (herd uses "
               "it by itself; curl: -H \"Authorization: Bearer $(cat THAT_FILE)\")")
@@ -574,10 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, default=8080)
     s.add_argument("--client-port", type=int, default=10001, help="Ray client server port")
     s.add_argument("--agent-port", type=int, default=52365, help="Ray dashboard agent's HTTP port")
-    s.add_argument("--preload", action=argparse.BooleanOptionalAction, default=None,
-                   help="every Ray worker imports torch & co. in a background thread as it starts, "
-                   "and `up` returns once the prestarted ones are done (herd/preload.py); default: "
-                   f"on with {local.PRELOAD_MIN_CPUS}+ cores (measured slower on 2)")
+    s.add_argument("--preload", action="store_true", help="the workers Ray prestarts import torch "
+                   "& co. as they start, and `up` returns once they are done (herd/preload.py; "
+                   "not faster so far: README Start-up)")
     s.set_defaults(fn=cmd_up)
     sub.add_parser("down", help="stop the Ray cluster `herd up` started (no other)").set_defaults(fn=cmd_down)
     s = sub.add_parser("submit", help="submit a training job (a Ray Job)")

@@ -154,7 +154,7 @@ class NotAuthorized(RuntimeError):
 
 def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None,
        host: str = "127.0.0.1", metrics_port: int = 8080, client_port: int = 10001,
-       agent_port: int = 52365, wait_s: float = 120, preload: bool | None = None) -> str:
+       agent_port: int = 52365, wait_s: float = 120, preload: bool = False) -> str:
     """Start a Ray head with its dashboard on host:dashboard_port; no-op if already up.
 
     Token auth is on (Herd's token, ray_token_path()) unless RAY_AUTH_MODE=disabled is set.
@@ -164,8 +164,8 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
     replacing that IP with the machine's external one (the price: no other node can join, which
     a loopback head could not offer anyway).
 
-    preload: every worker imports torch & co. as it starts, and this returns once the workers
-    Ray prestarted are done (wait_preloaded); None: preload_by_default()."""
+    preload: the workers Ray prestarts import torch & co. as they start, and this returns once
+    they are done (herd/preload.py, finish_preload)."""
     url = f"http://{host}:{dashboard_port}"
     if dashboard_up(url):
         return url
@@ -176,12 +176,9 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         env.pop("RAY_AUTH_TOKEN", None)
     if is_loopback_host(host):
         env[LOOPBACK_ONLY_ENV] = "0"
-    preload_dir = None
-    if preload_by_default() if preload is None else preload:
-        preload_dir = herd_home() / "preload" / marker
-        preload_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        preload_dir.mkdir(mode=0o700)
-        env.update({PRELOAD_ENV: PRELOAD, PRELOAD_DIR_ENV: str(preload_dir)})
+    preload_dir = herd_home() / "preload" / marker if preload else None
+    if preload_dir is not None:
+        env.update(preload_env(preload_dir))
     cmd = [ray_bin(), "start", "--head", f"--port={port}", f"--node-ip-address={host}",
            "--include-dashboard=true", f"--dashboard-host={host}",
            f"--dashboard-port={dashboard_port}", f"--metrics-export-port={metrics_port}",
@@ -210,7 +207,7 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         time.sleep(1)
     warm_up(f"{host}:{port}", env)
     if preload_dir is not None:
-        wait_preloaded(preload_dir)
+        finish_preload(preload_dir)
     return url
 
 
@@ -221,15 +218,29 @@ herd/preload.py, which imports torch & co. in a background thread (why not Ray's
 there)."""
 PRELOAD_DIR_ENV = "HERD_PRELOAD_DIR"
 """Where each preloading worker leaves <pid>.start and <pid>.done (herd/preload.py)."""
-PRELOAD_MIN_CPUS = 8
+WARMING = "warming"
+"""A file in PRELOAD_DIR_ENV while `herd up` waits: only workers that start meanwhile (the ones
+Ray prestarts) preload. Workers started later for a job (its supervisor, actors beyond the
+prestarted ones) take work bare: on the GPU box, preloading in every worker made the driver
+start 3 s later and the actors 2.5 s later (session 17, startup-preload-wait-nvidia-h200.json)."""
 
 
-def preload_by_default() -> bool:
-    """`herd up`'s default: preload on a machine of PRELOAD_MIN_CPUS cores or more. On the GPU box
-    (16 cores) it took the cold Humanoid job's first update from 13.66 to 11.42 s (session 17,
-    bench/startup.py --preload both); on the 2-core box the workers' imports took the cores from
-    the job, 12.2 -> 14.7 s (median of 3, session 13)."""
-    return (os.cpu_count() or 1) >= PRELOAD_MIN_CPUS
+def preload_env(folder: Path) -> dict:
+    """The environment a `herd up --preload` cluster's processes start with; makes `folder`
+    and marks it warming."""
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / WARMING).touch()
+    return {PRELOAD_ENV: PRELOAD, PRELOAD_DIR_ENV: str(folder)}
+
+
+def finish_preload(folder: Path, timeout: float = 90.0) -> float | None:
+    """Wait for the prestarted workers' imports (wait_preloaded), then end the warming, so that
+    workers started from now on take work bare. Seconds waited, None when it gave up."""
+    t0 = time.monotonic()
+    done = wait_preloaded(folder, timeout)
+    (folder / WARMING).unlink(missing_ok=True)
+    return round(time.monotonic() - t0, 2) if done else None
 
 
 def wait_preloaded(folder: Path, timeout: float = 90.0, settle: float = 1.0,

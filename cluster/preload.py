@@ -10,8 +10,10 @@ worker, the job supervisor's too, imported torch before doing anything.)
 
 With $HERD_PRELOAD_DIR set (local.up sets it), the worker leaves `<pid>.start` there as it
 begins and `<pid>.done` once every import has ended, so that `herd up` can return once the
-workers it prestarted are warm (local.wait_preloaded): a job submitted while 16 workers were
+workers it prestarted are warm (local.finish_preload): a job submitted while 16 workers were
 still importing torch had its driver start 2.4 s later (bench/results/startup-nvidia-h200.json).
+Workers that start after that (a job's supervisor, its actors beyond the prestarted ones) do
+not preload (local.WARMING).
 
 Third-party libraries only: Herd's own modules would stay at the version the cluster started
 with, and an upgraded torch needs `herd down` / `herd up` anyway.
@@ -25,7 +27,7 @@ import os
 import threading
 from pathlib import Path
 
-from herd.local import PRELOAD_DIR_ENV
+from herd.local import PRELOAD_DIR_ENV, WARMING
 
 MODULES = ("torch", "numpy", "grpc", "gymnasium", "mujoco")
 
@@ -52,6 +54,15 @@ def load() -> None:
     mark("done")
 
 
+def wanted() -> bool:
+    """Without $HERD_PRELOAD_DIR, always; with it, only while `herd up` waits (local.WARMING)."""
+    folder = os.environ.get(PRELOAD_DIR_ENV)
+    return not folder or (Path(folder) / WARMING).exists()
+
+
 # not a daemon: a process that ends while torch or MuJoCo is half imported must wait for the
 # import (a few seconds at most); a daemon thread there made the interpreter's exit segfault
-threading.Thread(target=load, name="herd-preload").start()
+if wanted():
+    threading.Thread(target=load, name="herd-preload").start()
+else:
+    done.set()

@@ -92,6 +92,7 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
         assert r.returncode == 0, r.stderr
         # --preload: it returned once the workers Ray prestarted had imported torch & co.
         marks = [p.name for p in (home / ".herd" / "preload").glob("*/*")]
+        assert "warming" not in marks, marks  # workers it starts from now on take work bare
         started = sorted(n.split(".")[0] for n in marks if n.endswith(".start"))
         assert started and started == sorted(n.split(".")[0] for n in marks if n.endswith(".done")), marks
         token = home / ".herd" / "ray_auth_token"

@@ -47,10 +47,22 @@ def test_a_process_that_ends_mid_import_exits_cleanly():
 
 
 def test_it_marks_its_start_and_end_in_the_folder_herd_up_watches(tmp_path):
+    (tmp_path / "warming").touch()  # herd up is waiting for its prestarted workers
     env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=180,
                          check=False, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
-    names = sorted(p.name for p in tmp_path.iterdir())
+    assert out.stdout.split()[1] == "True", out.stdout
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != "warming")
     assert len(names) == 2 and names[0].split(".")[0] == names[1].split(".")[0], names
     assert [n.split(".")[1] for n in names] == ["done", "start"], names
+
+
+def test_a_worker_started_after_herd_up_returned_takes_work_bare(tmp_path):
+    env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path)}  # no "warming": up is done
+    code = "import sys, herd.preload; print(herd.preload.done.is_set(), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                         check=False, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False"], out.stdout
+    assert not list(tmp_path.iterdir())
