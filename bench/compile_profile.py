@@ -1,0 +1,193 @@
+"""Where a cold compile of the learner's update goes: one config's update compiled and captured
+alone (no job, no actors), cold then warm, per arm, with torch's own phase timers.
+
+    python bench/compile_profile.py                                   # configs/humanoid.yaml
+    python bench/compile_profile.py --arm 'k1:learner.updates_per_call=1' \
+        --arm 'threads1:$TORCHINDUCTOR_COMPILE_THREADS=1'
+
+Each arm runs twice, each time in a fresh process: cold (TORCHINDUCTOR_CACHE_DIR and
+TRITON_CACHE_DIR in a new empty folder), then warm (the same folder, as the learner's swap
+finds it after its twin's compile). On CUDA the process does what `herd precompile` does:
+compile, warm up and capture `updates_per_call` updates as one CUDA graph on a small ring
+(learner/precompile.py). On the CPU, where the learner never compiles, it compiles the update
+with inductor's C++ backend and runs the same warm-up, so the tool can be tried here; only the
+shape of its profile carries over. An arm is NAME:KEY=VALUE[;KEY=VALUE], a key `learner.<field>`
+or `$ENV_VAR`. Writes one flat record per run to bench/results/compile-profile-<machine>.json:
+arm, cold, prepare_s (compile + warm-up + capture), import_torch_s, frames (graphs compiled),
+and every torch._dynamo phase timer summed over its calls (phase_<name>_s, phase_<name>_n calls),
+with machine, torch, command. The timers nest (a frame's compile holds its backend's, which holds
+inductor's codegen), so they do not add up; the table prints the largest.
+
+In a job the same compile runs on a thread beside the training thread and 15 busy actors
+(cold compile + capture took 58-79 s on the H200 in sessions 16-17): the gap between that and
+this tool's cold prepare_s is what the job's company costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def parse_arm(spec: str) -> tuple[str, dict, dict]:
+    """'k1:learner.updates_per_call=1;$X=2' -> ('k1', {'updates_per_call': 1}, {'X': '2'})."""
+    import yaml
+
+    name, _, body = spec.partition(":")
+    learner, env = {}, {}
+    for item in filter(None, (s.strip() for s in body.split(";"))):
+        key, eq, value = item.partition("=")
+        if not eq or not name:
+            raise SystemExit(f"--arm {spec!r}: give NAME:KEY=VALUE[;KEY=VALUE]")
+        if key.startswith("$"):
+            env[key[1:]] = value
+        elif key.startswith("learner."):
+            learner[key.removeprefix("learner.")] = yaml.safe_load(value)
+        else:
+            raise SystemExit(f"--arm {spec!r}: a key is learner.<field> or $ENV_VAR, not {key!r}")
+    return name, learner, env
+
+
+def env_spec(config: str) -> dict:
+    """The env's sizes and action bounds, from the config's env.id (one make, here)."""
+    import gymnasium as gym
+    import numpy as np
+    import yaml
+
+    env_id = yaml.safe_load((ROOT / config).read_text())["env"]["id"]
+    env = gym.make(env_id)
+    try:
+        return dict(env=env_id, obs_dim=int(np.prod(env.observation_space.shape)),
+                    action_dim=int(np.prod(env.action_space.shape)),
+                    low=env.action_space.low.tolist(), high=env.action_space.high.tolist())
+    finally:
+        env.close()
+
+
+def child(job: dict) -> dict:
+    """One compile in this (fresh) process; its record."""
+    t0 = time.perf_counter()
+    import torch  # noqa: F401  (its import time is measured)
+    import torch._dynamo.utils as dyn
+
+    import_torch_s = time.perf_counter() - t0
+    from common import learner_from
+
+    from herd.learner.graphed import GraphedUpdate
+    from herd.learner.precompile import small_update
+    from herd.learner.service import pick_device
+
+    cfg = learner_from(job["config"], **job["learner"])
+    device = pick_device(cfg.device)
+    spec = job["spec"]
+    t1 = time.perf_counter()
+    sac, ring = small_update(cfg, (spec["obs_dim"],), spec["action_dim"], spec["low"], spec["high"],
+                             device)
+    mode = cfg.compile_mode if cfg.compile else None
+    update = GraphedUpdate(sac, ring, cfg.updates_per_call, compile_mode=mode)
+    build_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    if update.use_graph:
+        update.prepare()  # compile, warm up, capture: as herd precompile
+    else:  # the CPU: compiled at construction, traced at the first calls
+        for _ in range(update.warmup):
+            update()
+    prepare_s = time.perf_counter() - t2
+    phases = {k: (sum(v), len(v)) for k, v in dyn.compilation_time_metrics.items()}
+    stats = dyn.counters["stats"]
+    return dict(device=device.type, graph=update.use_graph, compile_mode=mode,
+                updates_per_call=cfg.updates_per_call, batch=cfg.batch_size, amp=cfg.amp,
+                import_torch_s=round(import_torch_s, 2), build_s=round(build_s, 2),
+                prepare_s=round(prepare_s, 2), frames=int(stats.get("unique_graphs", 0)),
+                calls_captured=int(stats.get("calls_captured", 0)),
+                **{f"phase_{k}_s": round(s, 3) for k, (s, _) in phases.items()},
+                **{f"phase_{k}_n": n for k, (_, n) in phases.items()})
+
+
+def run_arm(config: str, spec: dict, name: str, learner: dict, env: dict, cache: Path,
+            cold: bool, timeout: float) -> dict:
+    if cold:
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True)
+    job = dict(config=config, spec=spec, learner=learner)
+    penv = {**os.environ, **env, "TORCHINDUCTOR_CACHE_DIR": str(cache),
+            "TRITON_CACHE_DIR": str(cache / "triton")}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], env=penv,
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    wall = time.perf_counter() - t0
+    if out.returncode:
+        raise SystemExit(f"arm {name} ({'cold' if cold else 'warm'}) failed: "
+                         f"{out.stderr.strip()[-1500:]}")
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    return dict(arm=name, cold=cold, process_s=round(wall, 2), env_vars=env, learner_set=learner,
+                **rec)
+
+
+def table(records: list[dict]) -> None:
+    from common import console
+    from rich.table import Table
+
+    t = Table(title="seconds, one process per column")
+    cols = [f"{r['arm']} {'cold' if r['cold'] else 'warm'}" for r in records]
+    t.add_column("", overflow="fold")
+    for c in cols:
+        t.add_column(c, justify="right")
+    for key in ("process_s", "import_torch_s", "build_s", "prepare_s", "frames"):
+        t.add_row(key, *(str(r.get(key, "-")) for r in records))
+    phase_keys = {k for r in records for k in r if k.startswith("phase_") and k.endswith("_s")}
+    top = sorted(phase_keys, key=lambda k: -max(r.get(k, 0) for r in records))[:12]
+    for k in top:
+        t.add_row(k.removeprefix("phase_").removesuffix("_s"),
+                  *(f"{r[k]:.2f} ({r[k[:-2] + '_n']})" if k in r else "-" for r in records))
+    console.print(t)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default="configs/humanoid.yaml")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME:KEY=VALUE[;KEY=VALUE]",
+                   help="beside the config as it is ('config'); learner.<field> or $ENV_VAR")
+    p.add_argument("--no-warm", action="store_true", help="only the cold run of each arm")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    p.add_argument("--out", default=None)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    from common import console, header, result_path, save
+
+    arms = [("config", {}, {})] + [parse_arm(a) for a in args.arm]
+    info = header("Herd: where the learner update's compile goes")
+    spec = env_spec(args.config)
+    base = Path(tempfile.mkdtemp(prefix="herd-compile-profile-"))
+    records = []
+    try:
+        for name, learner, env in arms:
+            for cold in (True, False)[:1 if args.no_warm else 2]:
+                console.print(f"[bold]{name}[/] {'cold' if cold else 'warm'} ...")
+                rec = run_arm(args.config, spec, name, learner, env, base / name, cold, args.timeout)
+                console.print(f"  prepare {rec['prepare_s']} s, {rec['frames']} graphs, "
+                              f"process {rec['process_s']} s")
+                records.append({**info, "config": args.config, "env": spec["env"], **rec})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    table(records)
+    path = result_path("compile-profile", args.out, quick=False)
+    save(records, path)
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
