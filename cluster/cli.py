@@ -29,13 +29,19 @@ class NotRunning(Exception):
     """The job exists but has no controller (starting, or ended): one line, exit 3."""
 
 
-def job_client(args):
-    from ray.job_submission import JobSubmissionClient
-
+def job_client(args, rest: bool = False):
+    """Ray's JobSubmissionClient for the cluster; with `rest`, herd.jobs_rest's stand-in for the
+    calls a submit and a followed job make, without importing Ray."""
     url = dashboard_url(args)
     if not local.dashboard_up(url):
         raise UserError(f"no Ray dashboard at {url}; start a cluster with `herd up` "
                         "(or point --address / HERD_DASHBOARD_URL at yours)")
+    if rest:
+        from herd.jobs_rest import RestJobClient
+
+        return RestJobClient(url)
+    from ray.job_submission import JobSubmissionClient
+
     return JobSubmissionClient(url)
 
 
@@ -197,7 +203,8 @@ def submit_job(args):
                             f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}") from None
         job_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
     resume = check_resume(args.resume, cfg) if args.resume else None
-    client = job_client(args)
+    # code to upload (a local --working-dir / --py-modules) needs Ray's own client
+    client = job_client(args, rest=not any(runtime_env.get(k) for k in ("working_dir", "py_modules")))
     if cfg.learner.device == "cuda" and not cluster_has_gpu():
         raise ConfigError("learner.device is 'cuda' but the cluster has no GPU; use device: auto "
                           "(falls back to the CPU) or add a GPU node")
