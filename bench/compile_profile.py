@@ -59,19 +59,16 @@ def parse_arm(spec: str) -> tuple[str, dict, dict]:
 
 
 def env_spec(config: str) -> dict:
-    """The env's sizes and action bounds, from the config's env.id (one make, here)."""
-    import gymnasium as gym
+    """The env's sizes and action bounds, as `herd precompile` gets them (herd.config.check_env)."""
     import numpy as np
-    import yaml
 
-    env_id = yaml.safe_load((ROOT / config).read_text())["env"]["id"]
-    env = gym.make(env_id)
-    try:
-        return dict(env=env_id, obs_dim=int(np.prod(env.observation_space.shape)),
-                    action_dim=int(np.prod(env.action_space.shape)),
-                    low=env.action_space.low.tolist(), high=env.action_space.high.tolist())
-    finally:
-        env.close()
+    from herd.config import check_env, load_config
+
+    cfg = load_config(str(ROOT / config) if not Path(config).is_file() else config, ())
+    d = check_env(cfg)
+    return dict(env=cfg.env.id, obs_dim=int(np.prod(d["obs_shape"])),
+                action_dim=int(np.prod(d["action_shape"])),
+                low=np.asarray(d["action_low"]).tolist(), high=np.asarray(d["action_high"]).tolist())
 
 
 def child(job: dict) -> dict:
