@@ -127,15 +127,16 @@ def controller(args, job_id: str):
 
 # ---- commands ----
 def cmd_up(args) -> int:
+    preload = local.preload_default() if args.preload is None else args.preload
     try:
         url = local.up(port=args.port, dashboard_port=args.dashboard_port, num_cpus=args.num_cpus,
                        metrics_port=args.metrics_port, client_port=args.client_port,
-                       agent_port=args.agent_port, preload=args.preload)
+                       agent_port=args.agent_port, preload=preload)
     except RuntimeError as e:
         print(f"herd: {e}", file=sys.stderr)
         return 1
     print(f"Ray head up; dashboard at {url} (everything Ray serves listens on 127.0.0.1)")
-    if args.preload:
+    if preload:
         print("its prestarted workers have imported torch & co.")
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         print(f"token auth on: the token is in {os.environ.get('RAY_AUTH_TOKEN_PATH')} (herd uses "
@@ -581,9 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, default=8080)
     s.add_argument("--client-port", type=int, default=10001, help="Ray client server port")
     s.add_argument("--agent-port", type=int, default=52365, help="Ray dashboard agent's HTTP port")
-    s.add_argument("--preload", action="store_true", help="the workers Ray prestarts import torch "
-                   "& co. as they start, and `up` returns once they are done (herd/preload.py; "
-                   "not faster so far: README Start-up)")
+    s.add_argument("--preload", action=argparse.BooleanOptionalAction, default=None,
+                   help="the workers Ray prestarts import torch & co. as they start, and `up` "
+                   "returns once they are done (herd/preload.py); default: on where a GPU is")
     s.set_defaults(fn=cmd_up)
     sub.add_parser("down", help="stop the Ray cluster `herd up` started (no other)").set_defaults(fn=cmd_down)
     s = sub.add_parser("submit", help="submit a training job (a Ray Job)")

@@ -154,7 +154,7 @@ class NotAuthorized(RuntimeError):
 
 def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None,
        host: str = "127.0.0.1", metrics_port: int = 8080, client_port: int = 10001,
-       agent_port: int = 52365, wait_s: float = 120, preload: bool = False) -> str:
+       agent_port: int = 52365, wait_s: float = 120, preload: bool | None = None) -> str:
     """Start a Ray head with its dashboard on host:dashboard_port; no-op if already up.
 
     Token auth is on (Herd's token, ray_token_path()) unless RAY_AUTH_MODE=disabled is set.
@@ -165,10 +165,12 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
     a loopback head could not offer anyway).
 
     preload: the workers Ray prestarts import torch & co. as they start, and this returns once
-    they are done (herd/preload.py, finish_preload)."""
+    they are done (herd/preload.py, finish_preload); None: on where a GPU is (preload_default)."""
     url = f"http://{host}:{dashboard_port}"
     if dashboard_up(url):
         return url
+    if preload is None:
+        preload = preload_default()
     marker = secrets.token_hex(8)
     env = {**os.environ, CLUSTER_MARKER_ENV: marker}
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled":
@@ -223,6 +225,18 @@ WARMING = "warming"
 Ray prestarts) preload. Workers started later for a job (its supervisor, actors beyond the
 prestarted ones) take work bare: on the GPU box, preloading in every worker made the driver
 start 3 s later and the actors 2.5 s later (session 17, startup-preload-wait-nvidia-h200.json)."""
+
+
+def preload_default(dev: Path = Path("/dev")) -> bool:
+    """`herd up`'s preload when neither --preload nor --no-preload is given: on where this
+    machine shows an NVIDIA GPU to its processes. There the learner's torch + CUDA import sat on
+    the first update's path: cold Humanoid first update 8.79 s preloaded against 13.25 s bare,
+    median of 3 each (session 18, startup-warming-nvidia-h200.json). On the 2-core CPU box it
+    cost 0.3 s (4.03 against 3.70 s, startup-preload-warming-x86-64.json), so off there."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return any(dev.glob("nvidia[0-9]*"))
 
 
 def preload_env(folder: Path) -> dict:

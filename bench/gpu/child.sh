@@ -1,6 +1,9 @@
 # A/B/C on the cold Humanoid start-up (same call, a fresh cluster and empty compile cache each),
 # ~130 s an arm: base = as measured in session 10 (no compile process, no early CUDA context);
-# early = + learner.cuda_early; child = + learner.compile_process. ARMS="..." picks.
+# early = + learner.cuda_early; child = + learner.compile_process; nice = child + actors.nice=10;
+# nicebase = base + actors.nice=10 (the compile on the learner's thread, the actors yielding the
+# cores to it). ARMS="..." picks. The cluster preloads (`--preload on`), as `herd up` does on a
+# GPU box since session 18.
 source bench/gpu/setup.sh
 for a in ${ARMS:-child early base}; do
   case $a in
@@ -8,8 +11,9 @@ for a in ${ARMS:-child early base}; do
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
+    nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
   esac
-  timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --seconds 100 \
+  timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds 100 \
     $sets --out $OUT/startup-$a-nvidia-h200.json 2>&1 | grep -E "first update|compile process|done" | tail -3
   python3 -c "
 import json; r=json.load(open('$OUT/startup-$a-nvidia-h200.json'))

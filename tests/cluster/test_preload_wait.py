@@ -44,3 +44,18 @@ def test_it_gives_up_when_nothing_begins_or_a_worker_never_ends(tmp_path):
     t0 = time.monotonic()
     assert not wait_preloaded(tmp_path, timeout=1.0, first_s=0.2)
     assert 1.0 <= time.monotonic() - t0 < 2
+
+
+def test_preload_is_on_by_default_only_where_a_gpu_shows(tmp_path, monkeypatch):
+    from herd.local import preload_default
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    (tmp_path / "nvidiactl").touch()  # the driver's control node alone is not a GPU
+    assert not preload_default(tmp_path)
+    (tmp_path / "nvidia0").touch()
+    assert preload_default(tmp_path)
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert not preload_default(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert preload_default(tmp_path)
