@@ -50,12 +50,19 @@ def test_preload_is_on_by_default_only_where_a_gpu_shows(tmp_path, monkeypatch):
     from herd.local import preload_default
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    (tmp_path / "nvidiactl").touch()  # the driver's control node alone is not a GPU
-    assert not preload_default(tmp_path)
-    (tmp_path / "nvidia0").touch()
-    assert preload_default(tmp_path)
+    dev, proc = tmp_path / "dev", tmp_path / "gpus"
+    dev.mkdir()
+    (dev / "nvidiactl").touch()  # the driver's control node alone is not a GPU
+    assert not preload_default(dev, proc)
+    proc.mkdir()
+    assert not preload_default(dev, proc)
+    (proc / "0000:18:00.0").mkdir()  # the driver lists a GPU
+    assert preload_default(dev, proc)
+    (proc / "0000:18:00.0").rmdir()
+    (dev / "nvidia0").touch()
+    assert preload_default(dev, proc)
     for hidden in ("", "-1"):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
-        assert not preload_default(tmp_path)
+        assert not preload_default(dev, proc)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    assert preload_default(tmp_path)
+    assert preload_default(dev, proc)
