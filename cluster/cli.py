@@ -60,22 +60,22 @@ def job_info(args, job_id: str):
 def job_rest(args, job_id: str) -> dict | None:
     """Ray's record of the job from the dashboard's REST API (no Ray driver: fast); None when
     the dashboard does not answer. UserError when the cluster has no such job."""
-    import urllib.error
+    from herd.jobs_rest import JobNotFound, RestJobClient
 
     url = dashboard_url(args)
     if not local.dashboard_up(url):
         return None
     try:
-        return json.loads(local.get(f"{url}/api/jobs/{urllib.parse.quote(job_id)}"))
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            raise UserError(f"no job {job_id} on the cluster at {url} "
-                            "(`herd list` names its jobs)") from None
-        raise
+        return RestJobClient(url, timeout=10.0).get_job_info(job_id)
+    except JobNotFound:
+        raise UserError(f"no job {job_id} on the cluster at {url} "
+                        "(`herd list` names its jobs)") from None
 
 
 def job_logs(args, job_id: str) -> str:
-    return json.loads(local.get(f"{dashboard_url(args)}/api/jobs/{urllib.parse.quote(job_id)}/logs"))["logs"]
+    from herd.jobs_rest import RestJobClient
+
+    return RestJobClient(dashboard_url(args), timeout=10.0).get_job_logs(job_id)
 
 
 def not_running(args, job_id: str, info: dict) -> NotRunning:

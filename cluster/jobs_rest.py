@@ -14,10 +14,14 @@ import urllib.request
 from herd import local
 
 
+class JobNotFound(RuntimeError):
+    """The dashboard answered 404: this cluster has no such job."""
+
+
 class RestJobClient:
     """submit_job / get_job_status / get_job_logs / stop_job as JobSubmissionClient answers them
     (statuses as their names, e.g. "RUNNING"); a refused request raises RuntimeError with Ray's
-    reason, as that client does."""
+    reason, as that client does (JobNotFound, one of them, when the job is not there)."""
 
     def __init__(self, address: str, timeout: float = 30.0):
         self.address, self.timeout = address.rstrip("/"), timeout
@@ -31,7 +35,8 @@ class RestJobClient:
                 return json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
             text = e.read().decode(errors="replace").strip()
-            raise RuntimeError(f"Request failed with status code {e.code}: {text}") from None
+            error = JobNotFound if e.code == 404 else RuntimeError
+            raise error(f"Request failed with status code {e.code}: {text}") from None
 
     def _job(self, job_id: str) -> str:
         return f"/api/jobs/{urllib.parse.quote(job_id, safe='')}"
@@ -42,8 +47,12 @@ class RestJobClient:
                 "runtime_env": runtime_env or {}, "metadata": {}}
         return self._call("POST", "/api/jobs/", body)["submission_id"]
 
+    def get_job_info(self, job_id: str) -> dict:
+        """Ray's record of the job: status, message, entrypoint, start and end times, ..."""
+        return self._call("GET", self._job(job_id))
+
     def get_job_status(self, job_id: str) -> str:
-        return self._call("GET", self._job(job_id))["status"]
+        return self.get_job_info(job_id)["status"]
 
     def get_job_logs(self, job_id: str) -> str:
         return self._call("GET", self._job(job_id) + "/logs")["logs"]

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from herd.cli import submit_with_retry
-from herd.jobs_rest import RestJobClient
+from herd.jobs_rest import JobNotFound, RestJobClient
 
 
 @pytest.fixture
@@ -80,8 +80,9 @@ def test_it_speaks_rays_job_api_with_the_token(dashboard):
 def test_refusals_are_raised_as_rays_client_raises_them(dashboard):
     url, _, refusals = dashboard
     client = RestJobClient(url)
-    with pytest.raises(RuntimeError, match="404.*does not exist"):
+    with pytest.raises(JobNotFound, match="404.*does not exist"):
         client.get_job_status("herd-y")
+    assert client.get_job_info("herd-x")["submission_id"] == "herd-x"
     with pytest.raises(RuntimeError, match="400.*entrypoint is required"):
         client.submit_job(entrypoint="", submission_id="herd-z")
     # a fresh head's job agent is not registered yet: submit_with_retry waits for it
