@@ -127,6 +127,10 @@ def controller(args, job_id: str):
 
 # ---- commands ----
 def cmd_up(args) -> int:
+    running = f"http://127.0.0.1:{args.dashboard_port}"
+    if local.dashboard_up(running):  # up() would return at once: say so, not what a start did
+        print(f"Ray head already up; dashboard at {running} (`herd down` stops it)")
+        return 0
     preload = local.preload_default() if args.preload is None else args.preload
     try:
         url = local.up(port=args.port, dashboard_port=args.dashboard_port, num_cpus=args.num_cpus,

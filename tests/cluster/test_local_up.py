@@ -119,6 +119,10 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
         assert [(j["type"], j["status"]) for j in jobs] == [("DRIVER", "SUCCEEDED")], jobs
         r = herd("list")
         assert r.returncode == 0, r.stderr
+        # a second `up` finds it and says so: no second start, no false auth warning
+        r = herd("up", "--dashboard-port", str(dash))
+        assert r.returncode == 0 and "already up" in r.stdout and not r.stderr, (r.stdout, r.stderr)
+        assert json.loads(record.read_text())["marker"] == marker
     finally:
         r = herd("down")
     assert r.returncode == 0 and "stopped" in r.stdout, r.stderr
