@@ -2,7 +2,8 @@
 # ~130 s an arm: base = as measured in session 10 (no compile process, no early CUDA context);
 # early = + learner.cuda_early; child = + learner.compile_process; nice = child + actors.nice=10;
 # nicebase = base + actors.nice=10 (the compile on the learner's thread, the actors yielding the
-# cores to it). ARMS="..." picks. The cluster preloads (`--preload on`), as `herd up` does on a
+# cores to it); pool = base + learner.compile_pool_early (inductor's kernel-compile workers started
+# as the learner opens the device). ARMS="..." picks. The cluster preloads (`--preload on`), as `herd up` does on a
 # GPU box since session 18.
 source bench/gpu/setup.sh
 for a in ${ARMS:-child early base}; do
@@ -12,6 +13,7 @@ for a in ${ARMS:-child early base}; do
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
     nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
+    pool)  sets="--set learner.compile_process=false --set learner.cuda_early=false --set learner.compile_pool_early=true" ;;
   esac
   timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds 100 \
     $sets --out $OUT/startup-$a-nvidia-h200.json 2>&1 | grep -E "first update|compile process|done" | tail -3
