@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-import torch._inductor.async_compile as async_compile
+from torch._inductor import async_compile
 
 from herd.learner.config import LearnerConfig
 from herd.learner.graphed import warm_compile_pool
