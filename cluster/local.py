@@ -231,10 +231,10 @@ def preload_default(dev: Path = Path("/dev"),
                     proc: Path = Path("/proc/driver/nvidia/gpus")) -> bool:
     """`herd up`'s preload when neither --preload nor --no-preload is given: on where this
     machine shows an NVIDIA GPU to its processes (a /dev/nvidia<N> node, as CUDA needs, or the
-    driver's /proc list). There the learner's torch + CUDA import sat on
-    the first update's path: cold Humanoid first update 8.79 s preloaded against 13.25 s bare,
-    median of 3 each (session 18, startup-warming-nvidia-h200.json). On the 2-core CPU box it
-    cost 0.3 s (4.03 against 3.70 s, startup-preload-warming-x86-64.json), so off there."""
+    driver's /proc list). There the learner's torch + CUDA import sat on the first update's
+    path: cold Humanoid first update 8.79 s preloaded against 13.25 s bare, median of 3 each
+    (session 18, startup-warming-nvidia-h200.json). On the 2-core CPU box it cost 0.3 s (4.03
+    against 3.70 s, startup-preload-warming-x86-64.json), so off there."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):
         return False

@@ -3,8 +3,8 @@
 # early = + learner.cuda_early; child = + learner.compile_process; nice = child + actors.nice=10;
 # nicebase = base + actors.nice=10 (the compile on the learner's thread, the actors yielding the
 # cores to it); pool = base + learner.compile_pool_early (inductor's kernel-compile workers started
-# as the learner opens the device). ARMS="..." picks. The cluster preloads (`--preload on`), as `herd up` does on a
-# GPU box since session 18.
+# as the learner opens the device). ARMS="..." picks. The cluster preloads (`--preload on`), as
+# `herd up` does on a GPU box since session 18.
 source bench/gpu/setup.sh
 for a in ${ARMS:-child early base}; do
   case $a in
