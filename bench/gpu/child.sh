@@ -4,15 +4,19 @@
 # nicebase = base + actors.nice=10 (the compile on the learner's thread, the actors yielding the
 # cores to it); pool = base + learner.compile_pool_early (inductor's kernel-compile workers started
 # as the learner opens the device). ARMS="..." picks. The cluster preloads (`--preload on`), as
-# `herd up` does on a GPU box since session 18.
+# `herd up` does on a GPU box since session 18. pyc = base with PYTHONPYCACHEPREFIX=/tmp/pyc, the
+# bytecode that bench/gpu/bytecode.sh writes there (run it first in the same call).
 source bench/gpu/setup.sh
 for a in ${ARMS:-child early base}; do
+  unset PYTHONPYCACHEPREFIX
   case $a in
     base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
     nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
+    pyc)   sets="--set learner.compile_process=false --set learner.cuda_early=false"
+           export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
     pool)  sets="--set learner.compile_process=false --set learner.cuda_early=false --set learner.compile_pool_early=true" ;;
   esac
   timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds 100 \
