@@ -27,9 +27,17 @@ import os
 import threading
 from pathlib import Path
 
-from herd.local import PRELOAD_DIR_ENV, WARMING
+from herd.local import PRELOAD_DIR_ENV, WARMING, preload_default
 
 MODULES = ("torch", "numpy", "grpc", "gymnasium", "mujoco")
+COMPILER = ("torch._inductor.compile_fx", "triton")
+"""Where a GPU shows, also torch.compile's own imports (Dynamo, Inductor, SymPy, Triton: 2.9 s
+after torch on the 2-core box), which the learner's first compile otherwise makes on its own
+thread while the actors fill the cores, and whose files a just-started GPU box reads cold."""
+
+
+def modules(gpu: bool) -> tuple[str, ...]:
+    return MODULES + COMPILER if gpu else MODULES
 
 
 done = threading.Event()
@@ -46,7 +54,7 @@ def mark(what: str) -> None:
 
 def load() -> None:
     mark("start")
-    for name in MODULES:
+    for name in modules(preload_default()):
         # a worker that cannot import it finds out when it needs it, with the real error
         with contextlib.suppress(Exception):
             importlib.import_module(name)

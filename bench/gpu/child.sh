@@ -7,8 +7,11 @@
 # `herd up` does on a GPU box since session 18. pyc = base with PYTHONPYCACHEPREFIX=/tmp/pyc, the
 # bytecode that bench/gpu/bytecode.sh writes there (run it first in the same call).
 source bench/gpu/setup.sh
+n=0
 for a in ${ARMS:-child early base}; do
   unset PYTHONPYCACHEPREFIX
+  n=$((n+1)); f=$OUT/startup-$a-nvidia-h200.json
+  [ -e $f ] && f=$OUT/startup-$a-$n-nvidia-h200.json  # an arm named twice keeps both runs
   case $a in
     base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
@@ -17,11 +20,13 @@ for a in ${ARMS:-child early base}; do
     nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
     pyc)   sets="--set learner.compile_process=false --set learner.cuda_early=false"
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
+    pycnice) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10"
+           export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
     pool)  sets="--set learner.compile_process=false --set learner.cuda_early=false --set learner.compile_pool_early=true" ;;
   esac
-  timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds 100 \
-    $sets --out $OUT/startup-$a-nvidia-h200.json 2>&1 | grep -E "first update|compile process|done" | tail -3
+  timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds ${RUN_S:-100} \
+    $sets --out $f 2>&1 | grep -E "first update|compile process|done" | tail -3
   python3 -c "
-import json; r=json.load(open('$OUT/startup-$a-nvidia-h200.json'))
+import json; r=json.load(open('$f'))
 for x in r: print('$a', {k:x.get(k) for k in ['learner_init_s','learner_torch_s','learner_device_s','learner_listening_s','first_rows_s','first_update_s','actors_ready_s','first_compiled_update_s','capture_s','compile_process_s','graph_swap_s','eager_updates','seconds_to_5000']})"
 done

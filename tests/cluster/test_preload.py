@@ -66,3 +66,12 @@ def test_a_worker_started_after_herd_up_returned_takes_work_bare(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False"], out.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_torch_compiles_own_imports_come_too_only_where_a_gpu_shows():
+    import herd.preload
+
+    assert herd.preload.modules(gpu=False) == herd.preload.MODULES
+    on_gpu = herd.preload.modules(gpu=True)
+    assert on_gpu[:len(herd.preload.MODULES)] == herd.preload.MODULES
+    assert "torch._inductor.compile_fx" in on_gpu and "triton" in on_gpu
