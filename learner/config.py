@@ -107,12 +107,6 @@ class LearnerConfig(BaseModel):
     (cold Humanoid, 100 s) no compiled graph took over within the run with it, against 91 s
     without; the uncompiled graph meanwhile ran 49k updates against 35k
     (bench/results/startup-{child,base}-nvidia-h200.json)."""
-    compile_pool_early: bool = False
-    """CUDA, with compile and the graph: start inductor's kernel-compile workers as the learner
-    opens the device (learner/graphed.py warm_compile_pool), not when the compile's first graph
-    gets to them. Each imports torch (8-10 s in a fresh process on the H200 box,
-    bench/results/compile-profile-nvidia-h200.json), so they would be ready sooner; they also
-    take cores while the actors start. Off until measured (bench/gpu/child.sh ARMS=pool)."""
     cuda_early: bool = False
     """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
     learner imports torch (learner/cuda_early.py); torch then finds it open. No effect

@@ -57,24 +57,6 @@ def configure_backends(device: torch.device, tf32: bool) -> None:
         torch.backends.cudnn.allow_tf32 = tf32
 
 
-def warm_compile_pool(cfg, device: torch.device) -> bool:
-    """`learner.compile_pool_early`: start inductor's pool of kernel-compile workers now (each a
-    process that imports torch: 8-10 s on the H200 box), not when the compile's first graph
-    reaches inductor. Only where that compile will run: CUDA, compile, the graph. A pool that
-    will not start is one log line; the compile then starts it as usual. True when started."""
-    if not (cfg.compile_pool_early and cfg.compile and cfg.cuda_graph
-            and torch.device(device).type == "cuda"):
-        return False
-    try:
-        from torch._inductor.async_compile import maybe_warm_pool
-
-        maybe_warm_pool()
-        return True
-    except Exception as e:  # noqa: BLE001  (a private hook of torch's: never the learner's death)
-        log.warning("herd learner: inductor's compile pool did not start early (%s)", one_line(e))
-        return False
-
-
 def make_update(sac: SAC, buffer: ReplayBuffer, compile_process: CompileProcess | None = None
                 ) -> GraphedUpdate:
     """The update a learner with `sac.cfg` runs: graphed (+ compiled) on CUDA, eager on the CPU.

@@ -119,7 +119,6 @@ class Learner:
         serving, when it has them: self._starting)."""
         import torch
 
-        from herd.learner.graphed import warm_compile_pool
         from herd.learner.ingest import Ingest
         from herd.learner.ingest_proc import IngestProcess
         from herd.learner.publisher import WeightPublisher
@@ -140,7 +139,6 @@ class Learner:
         if self.device.type == "cuda":  # the CUDA context now, so that its cost shows apart
             torch.empty(0, device=self.device)
         self.startup_unix["device"] = time.time()
-        warm_compile_pool(cfg, self.device)
         if self._compiling is not None and self.device.type != "cuda":  # the guess was wrong
             self._compiling.kill()
             self._compiling = None

@@ -2,8 +2,7 @@
 # ~130 s an arm: base = as measured in session 10 (no compile process, no early CUDA context);
 # early = + learner.cuda_early; child = + learner.compile_process; nice = child + actors.nice=10;
 # nicebase = base + actors.nice=10 (the compile on the learner's thread, the actors yielding the
-# cores to it); pool = base + learner.compile_pool_early (inductor's kernel-compile workers started
-# as the learner opens the device). ARMS="..." picks. The cluster preloads (`--preload on`), as
+# cores to it). ARMS="..." picks. The cluster preloads (`--preload on`), as
 # `herd up` does on a GPU box since session 18. pyc = base with PYTHONPYCACHEPREFIX=/tmp/pyc, the
 # bytecode that bench/gpu/bytecode.sh writes there (run it first in the same call).
 source bench/gpu/setup.sh
@@ -22,7 +21,6 @@ for a in ${ARMS:-child early base}; do
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
     pycnice) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10"
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
-    pool)  sets="--set learner.compile_process=false --set learner.cuda_early=false --set learner.compile_pool_early=true" ;;
   esac
   timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds ${RUN_S:-100} \
     $sets --out $f 2>&1 | grep -E "first update|compile process|done" | tail -3
