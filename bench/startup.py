@@ -13,7 +13,9 @@ only warm runs are asked for). The job runs for --seconds (its own run.max_secon
 --until-eval stops after the first evaluation). Writes one flat record per run to
 bench/results/startup-<machine>.json: cold, every <phase>_s, first_update_s, actors_ready_s,
 first_compiled_update_s (null on the CPU), seconds_to_5000 (Humanoid; null if not reached),
-machine, command.
+disk_read_mb / io_pressure_s / cpu_pressure_s (machine-wide, from the cluster's start to the
+job's submit as up_*, and from there to the cluster's end: first reads of the box's files against a
+wait for CPUs), machine, command.
 """
 
 from __future__ import annotations
@@ -149,8 +151,36 @@ def seconds_to(summary: dict, threshold: float) -> float | None:
     return round(hit["unix_time"] - up["zero_unix"], 2)
 
 
+def io_now() -> dict[str, float]:
+    """Machine-wide counters, to tell a run that waited on first reads of the box's files from
+    one that waited on CPUs: MB read from block devices (not loop/ram/zram), and the seconds
+    some task stalled on I/O and on CPU (/proc/pressure, where the kernel has it)."""
+    out: dict[str, float] = {}
+    try:
+        disks = {d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))}
+        with open("/proc/diskstats") as f:
+            sectors = sum(int(x[5]) for x in (ln.split() for ln in f) if x[2] in disks)
+        out["disk_read_mb"] = sectors * 512 / 1e6
+    except (OSError, ValueError, IndexError):
+        pass
+    for what in ("io", "cpu"):
+        try:
+            with open(f"/proc/pressure/{what}") as f:
+                some = f.readline().split()
+            out[f"{what}_pressure_s"] = int(some[-1].split("=")[1]) / 1e6
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def io_since(before: dict[str, float], prefix: str = "") -> dict[str, float | None]:
+    after = io_now()
+    return {prefix + k: (round(after[k] - before[k], 1) if k in after and k in before else None)
+            for k in ("disk_read_mb", "io_pressure_s", "cpu_pressure_s")}
+
+
 def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False,
-           preload_wait_s: float | None = None) -> dict:
+           preload_wait_s: float | None = None, io: dict | None = None) -> dict:
     up = summary.get("startup") or {}
     humanoid = summary["env"].startswith("Humanoid")
     return {
@@ -162,6 +192,7 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job
+        **(io or {}),  # disk_read_mb, io_pressure_s, cpu_pressure_s: the cluster's start (up_*), the job
         "machine": info["machine"], "torch": info["torch"], "cores": info["cores"],
         "command": info["command"],
     }
@@ -239,13 +270,16 @@ def main() -> int:
                      if mode == "cold" or "cold" in modes else {})
             console.print(f"[bold]{mode}[/]{' preload' if preload else ''}: compile cache "
                           f"{extra.get('TORCHINDUCTOR_CACHE_DIR', 'the default (yours)')}")
+            io0 = io_now()
             cluster = Cluster(work, args.num_cpus, extra, preload)
+            io = io_since(io0, "up_")
+            io0 = io_now()
             try:
                 summary = run_one(cfg_path, work, cluster, args.timeout, args.until_eval)
             finally:
                 cluster.close()
             records.append(record(summary, mode == "cold", info, args.config, preload,
-                                  cluster.preload_wait_s))
+                                  cluster.preload_wait_s, {**io, **io_since(io0)}))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)
