@@ -1,0 +1,35 @@
+"""bench/startup.py's machine-wide I/O and CPU stall counters (io_now / io_since)."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.startup import io_now, io_since
+
+needs_psi = pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="no /proc/pressure")
+
+
+def test_the_deltas_carry_the_flat_keys_and_never_go_negative():
+    before = io_now()
+    got = io_since(before, "up_")
+    assert set(got) == {"up_disk_read_mb", "up_io_pressure_s", "up_cpu_pressure_s"}
+    assert all(v is None or v >= 0 for v in got.values()), got
+
+
+@needs_psi
+def test_cpu_stall_seconds_grow_when_more_threads_spin_than_there_are_cores():
+    before = io_now()
+    pids = []
+    for _ in range(2 * (os.cpu_count() or 1)):  # processes: threads would share one GIL
+        pid = os.fork()
+        if pid == 0:
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                pass
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    assert io_since(before)["cpu_pressure_s"] > 0.3
