@@ -13,13 +13,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 
-def start_child(module: str, *child_ends: Connection) -> subprocess.Popen:
-    """Start `learner.<module>.main(*fds)` with `child_ends` handed over (closed here)."""
+def start_child(module: str, *child_ends: Connection, env: dict | None = None) -> subprocess.Popen:
+    """Start `learner.<module>.main(*fds)` with `child_ends` handed over (closed here); `env`:
+    its environment (None: this process's)."""
     fds = tuple(c.fileno() for c in child_ends)
     root = str(Path(__file__).resolve().parent.parent)
     boot = (f"import sys; sys.path.insert(0, {root!r}); "
             f"from learner.{module} import main; main({', '.join(map(str, fds))})")
-    proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds)
+    proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=fds, env=env)
     for c in child_ends:
         c.close()
     return proc

@@ -107,6 +107,13 @@ class LearnerConfig(BaseModel):
     (cold Humanoid, 100 s) no compiled graph took over within the run with it, against 91 s
     without; the uncompiled graph meanwhile ran 49k updates against 35k
     (bench/results/startup-{child,base}-nvidia-h200.json)."""
+    compile_processes: int = Field(1, ge=1, le=4)
+    """With compile_process: how many children split the update's 8 frames between them
+    (learner/compile_proc.py UNITS, at most 4), each compiling its share into the same caches
+    at once.
+    1: one child compiles them all. Measured on the 2-core CPU only: two children filled the
+    caches so that the learner's own compile hit every graph; whether more cores make it
+    sooner is bench/gpu/child.sh's `split` arms."""
     cuda_early: bool = False
     """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
     learner imports torch (learner/cuda_early.py); torch then finds it open. No effect

@@ -381,13 +381,13 @@ def twin_of(sac: SAC) -> SAC:
 
 
 def warm_twin(twin: SAC, buffer: ReplayBuffer, k: int, compile_mode: str | None,
-              warmup: int) -> None:
+              warmup: int, only=None) -> None:
     """Compile `twin` and run `warmup` calls of `k` updates on a side stream: inductor and
     triton keep what they build, and the live SAC's compile hits it. The ring is only read
     (sample + gather; rows the ingest stream writes meanwhile may be read torn: the twin's
-    results are thrown away)."""
+    results are thrown away). `only`: compile just these frames (SAC.compile)."""
     if compile_mode is not None:
-        twin.compile(compile_mode)
+        twin.compile(compile_mode, only)
     side = torch.cuda.Stream(twin.device) if twin.device.type == "cuda" else None
     with torch.cuda.stream(side):  # None: the CPU, no stream
         for _ in range(warmup * k):

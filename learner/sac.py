@@ -138,12 +138,21 @@ class SAC:
         # No weight-cast cache: a cache entry made during capture would be stale on replay.
         return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=False)
 
-    def compile(self, mode: str | None = "default") -> None:
-        """torch.compile the differentiable pieces (forward and their backward) and both Adams."""
-        for name in ("_inputs", "_actor_pass", "_critic_out", "_target", "_critic_loss", "_actor_loss"):
-            setattr(self, name, torch.compile(getattr(self, name + "_eager"), mode=mode))
-        self.critic_opt.compile(mode)
-        self.actor_opt.compile(mode)
+    PIECES = ("_inputs", "_actor_pass", "_critic_out", "_target", "_critic_loss", "_actor_loss")
+    ADAMS = "adams"
+    """What `compile(only=...)` names: a piece, or both Adams (one function: the second one's
+    sizes make Dynamo recompile it, so they compile together to the graphs a full compile makes)."""
+
+    def compile(self, mode: str | None = "default", only=None) -> None:
+        """torch.compile the differentiable pieces (forward and their backward) and both Adams;
+        `only`: just these of PIECES and ADAMS, the rest eager (a compile process's share of
+        the frames, learner/compile_proc.py)."""
+        for name in self.PIECES:
+            if only is None or name in only:
+                setattr(self, name, torch.compile(getattr(self, name + "_eager"), mode=mode))
+        if only is None or self.ADAMS in only:
+            self.critic_opt.compile(mode)
+            self.actor_opt.compile(mode)
 
     # ---- the pieces: pure functions of tensors (the math is in learner/losses.py) ----
     @torch.no_grad()

@@ -108,10 +108,13 @@ class Learner:
         if not (cfg.compile_process and cfg.compile and cfg.cuda_graph and cfg.graph_in_background
                 and cuda_likely(cfg.device)):
             return None
-        from herd.learner.compile_proc import CompileProcess
+        from herd.learner.compile_proc import CompileGroup, CompileProcess
 
-        return CompileProcess(cfg, tuple(spec.obs_shape), int(np.prod(spec.action_shape)),
-                              spec.action_low, spec.action_high)
+        shape, act = tuple(spec.obs_shape), int(np.prod(spec.action_shape))
+        if cfg.compile_processes > 1:
+            return CompileGroup(cfg, shape, act, spec.action_low, spec.action_high,
+                                cfg.compile_processes)
+        return CompileProcess(cfg, shape, act, spec.action_low, spec.action_high)
 
     def _build(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None,
                latest: str | None) -> None:

@@ -4,7 +4,9 @@
 # nicebase = base + actors.nice=10 (the compile on the learner's thread, the actors yielding the
 # cores to it). ARMS="..." picks. The cluster preloads (`--preload on`), as
 # `herd up` does on a GPU box since session 18. pyc = base with PYTHONPYCACHEPREFIX=/tmp/pyc, the
-# bytecode that bench/gpu/bytecode.sh writes there (run it first in the same call).
+# bytecode that bench/gpu/bytecode.sh writes there (run it first in the same call). split2 /
+# split4 = base + learner.compile_process with compile_processes 2 / 4 (the frames' compiles
+# in that many children at once, learner/compile_proc.py UNITS).
 source bench/gpu/setup.sh
 n=0
 for a in ${ARMS:-child early base}; do
@@ -17,6 +19,8 @@ for a in ${ARMS:-child early base}; do
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
     nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
+    split2) sets="--set learner.compile_process=true --set learner.compile_processes=2 --set learner.cuda_early=false" ;;
+    split4) sets="--set learner.compile_process=true --set learner.compile_processes=4 --set learner.cuda_early=false" ;;
     pyc)   sets="--set learner.compile_process=false --set learner.cuda_early=false"
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
     pycnice) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10"

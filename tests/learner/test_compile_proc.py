@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from herd.learner.compile_proc import CompileProcess
+from herd.learner.compile_proc import UNITS, CompileProcess, shares
 from herd.learner.config import LearnerConfig
 from herd.learner.graphed import GraphPrep, twin_of
 from herd.learner.replay import ReplayBuffer
@@ -44,7 +44,7 @@ PARENT = r"""
 import json, sys
 import numpy as np, torch
 from torch._dynamo.utils import counters
-from herd.learner.compile_proc import CompileProcess
+from herd.learner.compile_proc import CompileGroup, CompileProcess
 from herd.learner.config import LearnerConfig
 from herd.learner.graphed import GraphPrep, configure_backends, twin_of
 from herd.learner.replay import ReplayBuffer
@@ -52,7 +52,8 @@ from herd.learner.sac import SAC
 
 cfg = LearnerConfig(**json.loads(sys.argv[1]))
 low, high = np.array([-1.0, -1.0]), np.array([1.0, 1.0])
-child = CompileProcess(cfg, (5,), 2, low, high)  # booted first, as the learner does
+n = cfg.compile_processes  # booted first, as the learner does (learner/service.py)
+child = CompileGroup(cfg, (5,), 2, low, high, n) if n > 1 else CompileProcess(cfg, (5,), 2, low, high)
 dev = torch.device(cfg.device)
 configure_backends(dev, cfg.tf32)  # as make_update does
 sac = SAC(cfg, 5, 2, low, high, dev)
@@ -60,26 +61,41 @@ ring = ReplayBuffer(cfg.buffer_capacity, (5,), 2, dev)  # not the child's ring s
 prep = GraphPrep(twin_of(sac), ring, cfg.updates_per_call, cfg.compile_mode, 3, child)
 prep.done.wait()
 print(json.dumps({"error": prep.error, "child_s": prep.child_s, "seconds": prep.seconds,
-                  "child_rc": child.proc.wait(30), **counters["inductor"],
+                  "child_rc": [p.wait(30) for p in (child.procs if n > 1 else [child.proc])],
+                  **counters["inductor"],
                   **{"aot_" + k: v for k, v in counters["aot_autograd"].items()}}))
 """
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+@pytest.mark.parametrize(("device", "children"), [("cpu", 1), ("cpu", 2), ("cpu", 4), pytest.param("cuda", 3, marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs CUDA"))])
-def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device) -> None:
+def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device, children) -> None:
+    """With several children (learner.compile_processes), each compiles its share of the
+    frames, and the learner's compile still hits every graph."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    cfg = {**TINY, "device": device, **({"amp": "bf16"} if device == "cuda" else {})}
+    cfg = {**TINY, "device": device, "compile_processes": children,
+           **({"amp": "bf16"} if device == "cuda" else {})}
     out = subprocess.run([sys.executable, "-c", PARENT, json.dumps(cfg)], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     print(got)
-    assert got["error"] is None and got["child_s"] > 0 and got["child_rc"] == 0  # it exited
+    assert got["error"] is None and got["child_s"] > 0
+    assert got["child_rc"] == [0] * children  # they exited
     assert got.get("fxgraph_cache_miss", 0) == 0 and got.get("aot_autograd_cache_miss", 0) == 0
     assert got["fxgraph_cache_hit"] >= 5 and got["aot_autograd_cache_hit"] >= 3
     assert any((tmp_path / "inductor").rglob("*.py"))  # it compiled into the directory it was given
+
+
+def test_the_shares_deal_every_frame_once_and_keep_the_adams_together() -> None:
+    assert sorted(f for unit in UNITS for f in unit) == sorted((*SAC.PIECES, SAC.ADAMS))
+    for n in range(1, 10):
+        dealt = [f for share in shares(n) for f in share]
+        assert sorted(dealt) == sorted(SAC.PIECES + (SAC.ADAMS,)) and len(shares(n)) == min(n, len(UNITS))
+        mine = next(share for share in shares(n) if "_inputs" in share)
+        assert "_target" in mine  # it reads the normalized batch: compiled beside it (UNITS)
+    assert shares(2)[0][0] == "_actor_pass" and shares(2)[1][0] == "_critic_out"  # heaviest apart
 
 
 def small_sac() -> tuple[SAC, ReplayBuffer]:
