@@ -92,8 +92,8 @@ import torch), in the units one compile process takes whole, the heaviest first.
 compiles beside the inputs' normalization: fed by the eager one (compiled in another process),
 it saw other input strides, and the learner's own compile missed its cache entry. The two Adams
 are one function: the second one's sizes make Dynamo recompile it, so they compile together.
-On this CPU every split into 2 and 4 then left the learner's compile no miss (plain SAC and
-configs/humanoid.yaml's family, tests/learner/test_compile_proc.py)."""
+On this CPU the splits into 2 and 4 then left the learner's compile no miss (the plain SAC and
+configs/humanoid.yaml's family, by hand; 4 for the plain SAC in tests/learner/test_compile_proc.py)."""
 
 
 def shares(n: int) -> list[tuple[str, ...]]:
