@@ -14,9 +14,11 @@ layout: the ring's size is not compiled in) and runs its warm-up (`warm_twin`). 
 the on-disk caches of inductor's FX graphs, AOTAutograd and Triton. GraphPrep waits for it
 without holding the GIL, then compiles its own twin from those caches (a re-trace, seconds), and
 the swap follows as before. If the child fails, GraphPrep compiles cold on its thread, as it
-does without the child: slower, never wrong. With `learner.compile_processes` > 1 (CompileGroup)
-several children split the update's frames (UNITS) and compile their shares at once. The child ends when its pipe does, which the
+does without the child: slower, never wrong. The child ends when its pipe does, which the
 kernel closes when the learner dies however it dies (the reason is in learner/ingest_proc.py).
+
+With `learner.compile_processes` > 1 (CompileGroup) several children split the update's frames
+(UNITS) and compile their shares at once.
 """
 
 from __future__ import annotations

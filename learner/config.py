@@ -108,12 +108,11 @@ class LearnerConfig(BaseModel):
     without; the uncompiled graph meanwhile ran 49k updates against 35k
     (bench/results/startup-{child,base}-nvidia-h200.json)."""
     compile_processes: int = Field(1, ge=1, le=4)
-    """With compile_process: how many children split the update's 8 frames between them
-    (learner/compile_proc.py UNITS, at most 4), each compiling its share into the same caches
-    at once.
-    1: one child compiles them all. Measured on the 2-core CPU only: two children filled the
-    caches so that the learner's own compile hit every graph; whether more cores make it
-    sooner is bench/gpu/child.sh's `split` arms."""
+    """How many compile processes split the update's 8 frames (learner/compile_proc.py UNITS,
+    at most 4), each compiling its share into the same caches at once; above 1 turns
+    compile_process on. 1: one child compiles them all (when compile_process is on). On the
+    2-core CPU the splits into 2 and 4 left the learner's own compile no cache miss; whether 16
+    cores make the swap sooner is bench/gpu/child.sh's `split2` / `split4` arms."""
     cuda_early: bool = False
     """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
     learner imports torch (learner/cuda_early.py); torch then finds it open. No effect

@@ -105,7 +105,8 @@ class Learner:
         """The compile process (learner/compile_proc.py), booted before this process imports
         torch, when its update will be compiled in the background on CUDA (as far as can be
         told yet); None otherwise."""
-        if not (cfg.compile_process and cfg.compile and cfg.cuda_graph and cfg.graph_in_background
+        wanted = cfg.compile_process or cfg.compile_processes > 1
+        if not (wanted and cfg.compile and cfg.cuda_graph and cfg.graph_in_background
                 and cuda_likely(cfg.device)):
             return None
         from herd.learner.compile_proc import CompileGroup, CompileProcess

@@ -19,8 +19,8 @@ for a in ${ARMS:-child early base}; do
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
     nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
-    split2) sets="--set learner.compile_process=true --set learner.compile_processes=2 --set learner.cuda_early=false" ;;
-    split4) sets="--set learner.compile_process=true --set learner.compile_processes=4 --set learner.cuda_early=false" ;;
+    split2) sets="--set learner.compile_processes=2 --set learner.cuda_early=false" ;;
+    split4) sets="--set learner.compile_processes=4 --set learner.cuda_early=false" ;;
     pyc)   sets="--set learner.compile_process=false --set learner.cuda_early=false"
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
     pycnice) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10"

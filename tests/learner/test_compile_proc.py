@@ -179,6 +179,12 @@ def test_the_learner_boots_a_child_only_for_a_background_compile_on_cuda(spec, m
     with pytest.raises(RuntimeError, match="sees no GPU"):
         Learner(LearnerConfig(device="cuda", **base), spec)
     assert len(seen) == 1 and seen[0].returncode is not None and not children_running(b"learner.compile_proc")
+    # compile_processes above 1 turns it on by itself: a group of children, gone with the build
+    split = {**base, "compile_process": False, "compile_processes": 2}
+    with pytest.raises(RuntimeError, match="sees no GPU"):
+        Learner(LearnerConfig(device="cuda", **split), spec)
+    assert len(seen) == 3 and all(p.returncode is not None for p in seen[1:])
+    assert not children_running(b"learner.compile_proc")
 
 
 def test_kill_is_safe_from_two_threads() -> None:
