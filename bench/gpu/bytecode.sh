@@ -1,9 +1,11 @@
-# Is `import torch` slow on the GPU box because no bytecode is kept for it? (8-10 s in every fresh
-# process there, ~2 s on the 2-core box.) Times a fresh `import torch` twice as the box is, then
+# What the GPU box's missing bytecode costs `import torch` (the box sets PYTHONDONTWRITEBYTECODE,
+# so its torch keeps no .pyc; session 19: 3.4 s bare, 2.0 s with bytecode,
+# bench/results/bytecode-nvidia-h200.txt). Times a fresh `import torch` twice as the box is, then
 # writes bytecode for the box's site-packages and ours under PYTHONPYCACHEPREFIX=/tmp/pyc (what
 # pip does at install time where it may write) and times it twice again. ~1-2 min:
 #   bash bench/gpu/bytecode.sh        (child.sh's arm 'pyc' then runs with that prefix)
 source bench/gpu/setup.sh
+python3 -c "import sys; print('bytecode: dont_write', sys.flags.dont_write_bytecode)"
 site=$(python3 -c "import importlib.util, os; print(os.path.dirname(os.path.dirname(importlib.util.find_spec('torch').origin)))")
 t() { python3 -c "import time; t=time.perf_counter(); import torch; print('$1 import torch %.2f s' % (time.perf_counter()-t))"; }
 t bare1; t bare2
