@@ -13,9 +13,11 @@ only warm runs are asked for). The job runs for --seconds (its own run.max_secon
 --until-eval stops after the first evaluation). Writes one flat record per run to
 bench/results/startup-<machine>.json: cold, every <phase>_s, first_update_s, actors_ready_s,
 first_compiled_update_s (null on the CPU), seconds_to_5000 (Humanoid; null if not reached),
-disk_read_mb / io_pressure_s / cpu_pressure_s (machine-wide, from the cluster's start to the
-job's submit as up_*, and from there to the cluster's end: first reads of the box's files against a
-wait for CPUs), machine, command.
+disk_read_mb / io_pressure_s / cpu_pressure_s / cpu_steal_s (machine-wide, from the cluster's
+start to the job's submit as up_*, and from there to the cluster's end: first reads of the box's
+files against a wait for CPUs, and time a hypervisor gave this machine's CPUs to others),
+cpu_probe_s (a fixed single-thread Python loop timed just before the cluster starts: how fast
+the box's CPUs are right now), machine, command.
 """
 
 from __future__ import annotations
@@ -154,8 +156,15 @@ def seconds_to(summary: dict, threshold: float) -> float | None:
 def io_now() -> dict[str, float]:
     """Machine-wide counters, to tell a run that waited on first reads of the box's files from
     one that waited on CPUs: MB read from block devices (not loop/ram/zram), and the seconds
-    some task stalled on I/O and on CPU (/proc/pressure, where the kernel has it)."""
+    some task stalled on I/O and on CPU (/proc/pressure, where the kernel has it), and the CPU
+    seconds a hypervisor stole from this machine (/proc/stat's steal, summed over its CPUs)."""
     out: dict[str, float] = {}
+    try:
+        with open("/proc/stat") as f:
+            cpu = f.readline().split()  # cpu user nice system idle iowait irq softirq steal ...
+        out["cpu_steal_s"] = int(cpu[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         disks = {d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))}
         with open("/proc/diskstats") as f:
@@ -176,11 +185,25 @@ def io_now() -> dict[str, float]:
 def io_since(before: dict[str, float], prefix: str = "") -> dict[str, float | None]:
     after = io_now()
     return {prefix + k: (round(after[k] - before[k], 1) if k in after and k in before else None)
-            for k in ("disk_read_mb", "io_pressure_s", "cpu_pressure_s")}
+            for k in ("disk_read_mb", "io_pressure_s", "cpu_pressure_s", "cpu_steal_s")}
+
+
+def cpu_probe(n: int = 3_000_000) -> float:
+    """Seconds for a fixed single-thread Python loop, best of 3: the box's CPU speed right now
+    (boxes of one kind differed ~2x from call to call in the learner's init and compile)."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        x = 0
+        for i in range(n):
+            x += i & 7
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 3)
 
 
 def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False,
-           preload_wait_s: float | None = None, io: dict | None = None) -> dict:
+           preload_wait_s: float | None = None, io: dict | None = None,
+           probe_s: float | None = None) -> dict:
     up = summary.get("startup") or {}
     humanoid = summary["env"].startswith("Humanoid")
     return {
@@ -192,7 +215,8 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job
-        **(io or {}),  # disk_read_mb, io_pressure_s, cpu_pressure_s: the cluster's start (up_*), the job
+        **(io or {}),  # disk_read_mb, io/cpu_pressure_s, cpu_steal_s: the cluster's start (up_*), the job
+        "cpu_probe_s": probe_s,  # the CPU-speed probe just before the cluster started
         "machine": info["machine"], "torch": info["torch"], "cores": info["cores"],
         "command": info["command"],
     }
@@ -270,6 +294,7 @@ def main() -> int:
                      if mode == "cold" or "cold" in modes else {})
             console.print(f"[bold]{mode}[/]{' preload' if preload else ''}: compile cache "
                           f"{extra.get('TORCHINDUCTOR_CACHE_DIR', 'the default (yours)')}")
+            probe = cpu_probe()
             io0 = io_now()
             cluster = Cluster(work, args.num_cpus, extra, preload)
             io = io_since(io0, "up_")
@@ -279,7 +304,7 @@ def main() -> int:
             finally:
                 cluster.close()
             records.append(record(summary, mode == "cold", info, args.config, preload,
-                                  cluster.preload_wait_s, {**io, **io_since(io0)}))
+                                  cluster.preload_wait_s, {**io, **io_since(io0)}, probe))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)

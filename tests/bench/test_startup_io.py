@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.startup import io_now, io_since
+from bench.startup import cpu_probe, io_now, io_since
 
 needs_psi = pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="no /proc/pressure")
 
@@ -14,7 +14,7 @@ needs_psi = pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="
 def test_the_deltas_carry_the_flat_keys_and_never_go_negative():
     before = io_now()
     got = io_since(before, "up_")
-    assert set(got) == {"up_disk_read_mb", "up_io_pressure_s", "up_cpu_pressure_s"}
+    assert set(got) == {"up_disk_read_mb", "up_io_pressure_s", "up_cpu_pressure_s", "up_cpu_steal_s"}
     assert all(v is None or v >= 0 for v in got.values()), got
 
 
@@ -33,3 +33,26 @@ def test_cpu_stall_seconds_grow_when_more_threads_spin_than_there_are_cores():
     for pid in pids:
         os.waitpid(pid, 0)
     assert io_since(before)["cpu_pressure_s"] > 0.3
+
+
+def test_steal_seconds_are_read_from_proc_stat():
+    assert io_now()["cpu_steal_s"] >= 0  # every Linux kernel has the column
+
+
+def test_the_cpu_probe_is_slower_when_every_core_is_busy():
+    idle = cpu_probe(1_000_000)
+    pids = []
+    for _ in range(3 * (os.cpu_count() or 1)):
+        pid = os.fork()
+        if pid == 0:
+            end = time.monotonic() + 2
+            while time.monotonic() < end:
+                pass
+            os._exit(0)
+        pids.append(pid)
+    try:
+        busy = cpu_probe(1_000_000)
+    finally:
+        for pid in pids:
+            os.waitpid(pid, 0)
+    assert busy > 1.5 * idle, (idle, busy)
