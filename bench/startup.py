@@ -13,9 +13,10 @@ only warm runs are asked for). The job runs for --seconds (its own run.max_secon
 --until-eval stops after the first evaluation). Writes one flat record per run to
 bench/results/startup-<machine>.json: cold, every <phase>_s, first_update_s, actors_ready_s,
 first_compiled_update_s (null on the CPU), seconds_to_5000 (Humanoid; null if not reached),
-disk_read_mb / io_pressure_s / cpu_pressure_s / cpu_steal_s (machine-wide, from the cluster's
-start to the job's submit as up_*, and from there to the cluster's end: first reads of the box's
-files against a wait for CPUs, and time a hypervisor gave this machine's CPUs to others),
+disk_read_mb / io_pressure_s / cpu_pressure_s / cpu_steal_s / cpu_throttled_s (machine-wide,
+from the cluster's start to the job's submit as up_*, and from there to the cluster's end: first reads of the box's
+files against a wait for CPUs, time a hypervisor gave this machine's CPUs to others, and time
+the container's CPU quota held it back),
 cpu_probe_s (a fixed single-thread Python loop timed just before the cluster starts: how fast
 the box's CPUs are right now), machine, command.
 """
@@ -157,7 +158,8 @@ def io_now() -> dict[str, float]:
     """Machine-wide counters, to tell a run that waited on first reads of the box's files from
     one that waited on CPUs: MB read from block devices (not loop/ram/zram), and the seconds
     some task stalled on I/O and on CPU (/proc/pressure, where the kernel has it), and the CPU
-    seconds a hypervisor stole from this machine (/proc/stat's steal, summed over its CPUs)."""
+    seconds a hypervisor stole from this machine (/proc/stat's steal, summed over its CPUs) and
+    the seconds this container's cgroup was held back by its CPU quota."""
     out: dict[str, float] = {}
     try:
         with open("/proc/stat") as f:
@@ -165,6 +167,9 @@ def io_now() -> dict[str, float]:
         out["cpu_steal_s"] = int(cpu[8]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         pass
+    throttled = cgroup_throttled_s()
+    if throttled is not None:
+        out["cpu_throttled_s"] = throttled
     try:
         disks = {d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))}
         with open("/proc/diskstats") as f:
@@ -185,7 +190,24 @@ def io_now() -> dict[str, float]:
 def io_since(before: dict[str, float], prefix: str = "") -> dict[str, float | None]:
     after = io_now()
     return {prefix + k: (round(after[k] - before[k], 1) if k in after and k in before else None)
-            for k in ("disk_read_mb", "io_pressure_s", "cpu_pressure_s", "cpu_steal_s")}
+            for k in ("disk_read_mb", "io_pressure_s", "cpu_pressure_s", "cpu_steal_s", "cpu_throttled_s")}
+
+
+def cgroup_throttled_s() -> float | None:
+    """Seconds this process's cgroup was throttled by a CPU quota (cgroup v2 throttled_usec, v1
+    throttled_time); None where there is no such file (no quota controller)."""
+    for path, key, unit in (("/sys/fs/cgroup/cpu.stat", "throttled_usec", 1e6),
+                            ("/sys/fs/cgroup/cpu/cpu.stat", "throttled_time", 1e9),
+                            ("/sys/fs/cgroup/cpu,cpuacct/cpu.stat", "throttled_time", 1e9)):
+        try:
+            with open(path) as f:
+                for ln in f:
+                    name, _, value = ln.partition(" ")
+                    if name == key:
+                        return int(value) / unit
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def cpu_probe(n: int = 3_000_000) -> float:
@@ -211,7 +233,7 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
         "preload_wait_s": preload_wait_s,  # how long the cluster's start waited for it, before submit
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
         **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s",
-                                  "eager_updates", "graph_error")},
+                                  "prepare_cpu_s", "eager_updates", "graph_error")},
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job

@@ -508,8 +508,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
         "startup": timeline.seconds(**{k: final_learner.get(k) for k in (
-            "capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "eager_updates",
-            "graph_error")}),
+            "capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
+            "eager_updates", "graph_error")}),
         # the resolved config, seeds, package versions and git commits (herd.tracking)
         "provenance": record,
     }

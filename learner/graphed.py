@@ -119,6 +119,7 @@ class GraphedUpdate:
         self.interim_s = 0.0  # the uncompiled graph's capture (the training thread, before any update)
         self.first_compiled_unix: float | None = None  # the first compiled/captured call
         self.compile_process_s: float | None = None  # the child's cold compile (None: no child)
+        self.prepare_cpu_s: float | None = None  # the preparation thread's own CPU seconds
         self.error: str | None = None  # why the compiled graph was given up
 
     def _run(self) -> torch.Tensor:
@@ -161,7 +162,7 @@ class GraphedUpdate:
             return
         if not prep.done.is_set():
             return
-        self.prep, self.prepare_s = None, prep.seconds
+        self.prep, self.prepare_s, self.prepare_cpu_s = None, prep.seconds, prep.cpu_s
         self.compile_process_s = prep.child_s
         if prep.error is not None:
             self._give_up("preparation", prep.error)
@@ -307,10 +308,14 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
       or eagerly); None when it did not.
     compile_process_s: the compile process's cold compile and warm-up (learner/compile_proc.py),
       part of capture_s; None without one, or when it failed.
+    prepare_cpu_s: the CPU seconds the background preparation's thread itself ran (thread
+      time; its kernel-compile workers not included); None without one. Well under its wall
+      time (capture_s less the rest): it waited, for the GIL, for CPUs or for those workers.
     """
     return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
             "uncompiled_capture_s": getattr(step, "interim_s", 0.0),
             "compile_process_s": getattr(step, "compile_process_s", None),
+            "prepare_cpu_s": getattr(step, "prepare_cpu_s", None),
             "eager_updates": getattr(step, "eager_updates", 0),
             "first_compiled_unix": getattr(step, "first_compiled_unix", None),
             "graph_error": getattr(step, "error", None)}
@@ -331,13 +336,14 @@ class GraphPrep:
         self.cancelled = threading.Event()
         self.error: str | None = None  # one line
         self.seconds = 0.0
+        self.cpu_s = 0.0  # this thread's own CPU time (time.thread_time) over the same span
         self.child_s: float | None = None  # the child's compile and warm-up, when it did them
         self._work = (twin, buffer, k, compile_mode, warmup)
         self._child = child
         threading.Thread(target=self._run, name="herd-graph-prep", daemon=True).start()
 
     def _run(self) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         if self._child is not None:  # no GIL held while it compiles
             why = self._child.wait(self.cancelled)
             self._child, self.child_s = None, self._child.seconds
@@ -363,6 +369,7 @@ class GraphPrep:
             sys.setswitchinterval(interval)
             self._work = None  # the twin is let go before the training thread may capture
             self.seconds = time.perf_counter() - t0
+            self.cpu_s = time.thread_time() - c0
             self.done.set()
 
 

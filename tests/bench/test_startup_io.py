@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.startup import cpu_probe, io_now, io_since
+from bench.startup import cgroup_throttled_s, cpu_probe, io_now, io_since
 
 needs_psi = pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="no /proc/pressure")
 
@@ -14,7 +14,8 @@ needs_psi = pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="
 def test_the_deltas_carry_the_flat_keys_and_never_go_negative():
     before = io_now()
     got = io_since(before, "up_")
-    assert set(got) == {"up_disk_read_mb", "up_io_pressure_s", "up_cpu_pressure_s", "up_cpu_steal_s"}
+    assert set(got) == {"up_disk_read_mb", "up_io_pressure_s", "up_cpu_pressure_s", "up_cpu_steal_s",
+                        "up_cpu_throttled_s"}
     assert all(v is None or v >= 0 for v in got.values()), got
 
 
@@ -56,3 +57,12 @@ def test_the_cpu_probe_is_slower_when_every_core_is_busy():
         for pid in pids:
             os.waitpid(pid, 0)
     assert busy > 1.5 * idle, (idle, busy)
+
+
+def test_cgroup_throttling_is_read_where_the_quota_controller_shows():
+    if not any(Path(p).exists() for p in ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpu/cpu.stat",
+                                           "/sys/fs/cgroup/cpu,cpuacct/cpu.stat")):
+        assert cgroup_throttled_s() is None
+    else:
+        got = cgroup_throttled_s()
+        assert got is None or got >= 0  # v2's cpu.stat lacks throttled_usec without the cpu controller

@@ -210,6 +210,9 @@ def test_the_gil_switch_interval_is_short_while_preparing_and_restored_after(mon
 
     def warm_twin(*a):
         seen.append(sys.getswitchinterval())
+        end = time.thread_time() + 0.2  # this thread's own CPU: prepare_cpu_s counts it
+        while time.thread_time() < end:
+            pass
         if fail is not None:
             raise fail
 
@@ -222,6 +225,7 @@ def test_the_gil_switch_interval_is_short_while_preparing_and_restored_after(mon
     assert seen == [pytest.approx(graphed.SWITCH_S)]
     assert sys.getswitchinterval() == pytest.approx(before)
     assert (prep.error is None) == (fail is None)
+    assert 0.2 <= prep.cpu_s <= prep.seconds + 0.01, (prep.cpu_s, prep.seconds)
 
 
 def test_without_a_background_preparation_the_first_call_captures(monkeypatch) -> None:
@@ -243,7 +247,8 @@ def test_the_cpu_has_no_graph_and_no_preparation() -> None:
     assert step.graph is None and adam_steps(sac) == 1
     assert graph_stats(step) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
                                  "first_compiled_unix": None, "graph_error": None,
-                                 "compile_process_s": None, "uncompiled_capture_s": 0.0}
+                                 "compile_process_s": None, "uncompiled_capture_s": 0.0,
+                                 "prepare_cpu_s": None}
 
 
 def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
@@ -343,7 +348,8 @@ def test_rng_floor_undoes_a_rewind_by_another_threads_compile() -> None:
 def test_status_fields_before_the_update_exists() -> None:
     assert graph_stats(None) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
                                  "first_compiled_unix": None, "graph_error": None,
-                                 "compile_process_s": None, "uncompiled_capture_s": 0.0}
+                                 "compile_process_s": None, "uncompiled_capture_s": 0.0,
+                                 "prepare_cpu_s": None}
 
 
 def wait_for(cond, timeout: float = 20.0) -> None:
