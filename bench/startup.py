@@ -233,7 +233,8 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
         "preload_wait_s": preload_wait_s,  # how long the cluster's start waited for it, before submit
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
         **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s",
-                                  "prepare_cpu_s", "eager_updates", "graph_error")},
+                                  "prepare_cpu_s", "prepare_compile_s", "prepare_kernel_wait_s",
+                                  "eager_updates", "graph_error")},
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job

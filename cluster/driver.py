@@ -509,7 +509,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "checkpoint_errors": checkpoint_errors,
         "startup": timeline.seconds(**{k: final_learner.get(k) for k in (
             "capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
-            "eager_updates", "graph_error")}),
+            "prepare_compile_s", "prepare_kernel_wait_s", "eager_updates", "graph_error")}),
         # the resolved config, seeds, package versions and git commits (herd.tracking)
         "provenance": record,
     }

@@ -177,8 +177,8 @@ class Timeline:
 
     def seconds(self, **extra) -> dict:
         """Every phase (null: not reached, or not on this learner), then `extra` (capture_s,
-        graph_swap_s, uncompiled_capture_s, compile_process_s, prepare_cpu_s, eager_updates,
-        graph_error: learner/graphed.py graph_stats)."""
+        graph_swap_s, uncompiled_capture_s, compile_process_s, prepare_cpu_s, prepare_compile_s,
+        prepare_kernel_wait_s, eager_updates, graph_error: learner/graphed.py graph_stats)."""
         out = {f"{k}_s": (round(self.marks[k] - self.zero, 2) if k in self.marks else None)
                for k in PHASES}
         out["since"], out["zero_unix"] = self.since(), self.zero

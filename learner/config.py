@@ -111,8 +111,10 @@ class LearnerConfig(BaseModel):
     """How many compile processes split the update's 8 frames (learner/compile_proc.py UNITS,
     at most 4), each compiling its share into the same caches at once; above 1 turns
     compile_process on. 1: one child compiles them all (when compile_process is on). On the
-    2-core CPU the splits into 2 and 4 left the learner's own compile no cache miss; whether 16
-    cores make the swap sooner is bench/gpu/child.sh's `split2` / `split4` arms."""
+    2-core CPU the splits into 2 and 4 left the learner's own compile no cache miss. On the H200
+    (cold Humanoid) they did not make the swap sooner: 4 took over at 64.7 / 62.8 s against
+    76.9 / 60.6 s for 1 in the same calls, 2 at 72.6 s; each child took 42-51 s
+    (bench/results/startup-s20-call{2,4}-*-nvidia-h200.json)."""
     cuda_early: bool = False
     """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
     learner imports torch (learner/cuda_early.py); torch then finds it open. No effect

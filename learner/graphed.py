@@ -120,6 +120,7 @@ class GraphedUpdate:
         self.first_compiled_unix: float | None = None  # the first compiled/captured call
         self.compile_process_s: float | None = None  # the child's cold compile (None: no child)
         self.prepare_cpu_s: float | None = None  # the preparation thread's own CPU seconds
+        self.prepare_phases: dict = {}  # its compile's phase seconds (compile_phases)
         self.error: str | None = None  # why the compiled graph was given up
 
     def _run(self) -> torch.Tensor:
@@ -163,6 +164,7 @@ class GraphedUpdate:
         if not prep.done.is_set():
             return
         self.prep, self.prepare_s, self.prepare_cpu_s = None, prep.seconds, prep.cpu_s
+        self.prepare_phases = prep.phases
         self.compile_process_s = prep.child_s
         if prep.error is not None:
             self._give_up("preparation", prep.error)
@@ -311,11 +313,15 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
     prepare_cpu_s: the CPU seconds the background preparation's thread itself ran (thread
       time; its kernel-compile workers not included); None without one. Well under its wall
       time (capture_s less the rest): it waited, for the GIL, for CPUs or for those workers.
+    prepare_compile_s, prepare_kernel_wait_s: of the preparation, torch.compile's own time
+      (Dynamo's compile_inner, summed over frames) and, inside that, the waits for the Triton
+      kernel compiles and loading the compiled modules (compile_phases); absent without one.
     """
     return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
             "uncompiled_capture_s": getattr(step, "interim_s", 0.0),
             "compile_process_s": getattr(step, "compile_process_s", None),
             "prepare_cpu_s": getattr(step, "prepare_cpu_s", None),
+            **getattr(step, "prepare_phases", {}),
             "eager_updates": getattr(step, "eager_updates", 0),
             "first_compiled_unix": getattr(step, "first_compiled_unix", None),
             "graph_error": getattr(step, "error", None)}
@@ -337,6 +343,7 @@ class GraphPrep:
         self.error: str | None = None  # one line
         self.seconds = 0.0
         self.cpu_s = 0.0  # this thread's own CPU time (time.thread_time) over the same span
+        self.phases: dict = {}  # its compile's phase seconds (compile_phases)
         self.child_s: float | None = None  # the child's compile and warm-up, when it did them
         self._work = (twin, buffer, k, compile_mode, warmup)
         self._child = child
@@ -359,6 +366,7 @@ class GraphPrep:
         # about one replay of 4 family updates). Shortened while this runs (SWITCH_S).
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_S))
+        before = compile_phases()
         try:
             with COMPILING:
                 warm_twin(*self._work)
@@ -370,7 +378,27 @@ class GraphPrep:
             self._work = None  # the twin is let go before the training thread may capture
             self.seconds = time.perf_counter() - t0
             self.cpu_s = time.thread_time() - c0
+            self.phases = compile_phases(before)
             self.done.set()
+
+
+KERNEL_WAITS = ("async_compile.wait", "PyCodeCache.load_by_key_path")
+"""torch._dynamo's phase timers that wait for the kernel-compile workers and load their output."""
+
+
+def compile_phases(since: dict | None = None) -> dict:
+    """torch.compile's phase seconds in this process (torch._dynamo.utils'
+    compilation_time_metrics, summed), less `since` (an earlier call's): prepare_compile_s (the
+    frames' compile_inner) and prepare_kernel_wait_s (KERNEL_WAITS). {} where torch keeps none."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics as m
+        now = {"prepare_compile_s": sum(m.get("_compile.compile_inner", ())),
+               "prepare_kernel_wait_s": sum(sum(m.get(k, ())) for k in KERNEL_WAITS)}
+    except Exception:  # noqa: BLE001  (a private table: a torch without it records nothing)
+        return {}
+    if since is None:
+        return now
+    return {k: round(v - since.get(k, 0.0), 3) for k, v in now.items()}
 
 
 def twin_of(sac: SAC) -> SAC:

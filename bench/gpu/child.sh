@@ -14,6 +14,7 @@ for a in ${ARMS:-child early base}; do
   n=$((n+1)); f=$OUT/startup-$a-nvidia-h200.json
   [ -e $f ] && f=$OUT/startup-$a-$n-nvidia-h200.json  # an arm named twice keeps both runs
   case $a in
+    a4)    sets="--set actors.num_actors=4 --set learner.compile_process=false --set learner.cuda_early=false" ;;
     base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
@@ -30,5 +31,5 @@ for a in ${ARMS:-child early base}; do
     $sets --out $f 2>&1 | grep -E "first update|compile process|done" | tail -3
   python3 -c "
 import json; r=json.load(open('$f'))
-for x in r: print('$a', {k:x.get(k) for k in ['learner_init_s','learner_torch_s','learner_device_s','learner_listening_s','first_rows_s','first_update_s','actors_ready_s','first_compiled_update_s','capture_s','compile_process_s','graph_swap_s','eager_updates','seconds_to_5000','disk_read_mb','io_pressure_s','cpu_pressure_s','up_disk_read_mb','up_io_pressure_s','cpu_steal_s','up_cpu_steal_s','cpu_probe_s','cpu_throttled_s','prepare_cpu_s']})"
+for x in r: print('$a', {k:x.get(k) for k in ['learner_init_s','learner_torch_s','learner_device_s','learner_listening_s','first_rows_s','first_update_s','actors_ready_s','first_compiled_update_s','capture_s','compile_process_s','graph_swap_s','eager_updates','seconds_to_5000','disk_read_mb','io_pressure_s','cpu_pressure_s','up_disk_read_mb','up_io_pressure_s','cpu_steal_s','up_cpu_steal_s','cpu_probe_s','cpu_throttled_s','prepare_cpu_s','prepare_compile_s','prepare_kernel_wait_s']})"
 done

@@ -61,6 +61,7 @@ ring = ReplayBuffer(cfg.buffer_capacity, (5,), 2, dev)  # not the child's ring s
 prep = GraphPrep(twin_of(sac), ring, cfg.updates_per_call, cfg.compile_mode, 3, child)
 prep.done.wait()
 print(json.dumps({"error": prep.error, "child_s": prep.child_s, "seconds": prep.seconds,
+                  "cpu_s": prep.cpu_s, "phases": prep.phases,
                   "child_rc": [p.wait(30) for p in (child.procs if n > 1 else [child.proc])],
                   **counters["inductor"],
                   **{"aot_" + k: v for k, v in counters["aot_autograd"].items()}}))
@@ -82,6 +83,10 @@ def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device, chi
     got = json.loads(out.stdout.strip().splitlines()[-1])
     print(got)
     assert got["error"] is None and got["child_s"] > 0
+    # the learner's own compile (from the caches) is timed: torch.compile's phases, its CPU
+    assert 0 < got["phases"]["prepare_compile_s"] <= got["seconds"]
+    assert 0 <= got["phases"]["prepare_kernel_wait_s"] <= got["phases"]["prepare_compile_s"]
+    assert 0 < got["cpu_s"] <= got["seconds"] + 0.05
     assert got["child_rc"] == [0] * children  # they exited
     assert got.get("fxgraph_cache_miss", 0) == 0 and got.get("aot_autograd_cache_miss", 0) == 0
     assert got["fxgraph_cache_hit"] >= 5 and got["aot_autograd_cache_hit"] >= 3
