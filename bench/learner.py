@@ -12,6 +12,10 @@ to bench/results/learner-<gpu>.json.
     python bench/learner.py --profile        # + where one update's microseconds go
     python bench/learner.py --nets plain,configs/humanoid.yaml --rows "amp graph+compile"
                                              # plain SAC beside a config's networks and critic
+    python bench/learner.py --nets configs/humanoid.yaml --rows "amp graph+compile" \
+        --compile-mode default --set 'compile_options={triton.autotune_pointwise: false}'
+                                             # a learner setting on every row (setup_s: the
+                                             # compile, cold when the compile cache is empty)
 """
 
 from __future__ import annotations
@@ -101,13 +105,24 @@ def net_settings(name: str, hidden) -> dict:
     return {k: learner[k] for k in NET_FIELDS if k in learner}
 
 
+def learner_sets(items: list[str]) -> dict:
+    """--set FIELD=VALUE items (YAML values) as learner settings; an unknown field is one line."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or key not in LearnerConfig.model_fields:
+            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE with a learner field")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
 def measure(row: Row, batch: int, buf: ReplayBuffer, args, device, nets: dict) -> dict:
     k = args.updates_per_call if row.graph else 1
     cfg = LearnerConfig(**{
         "hidden_sizes": tuple(args.hidden), **nets, "device": device.type, "batch_size": batch,
         "amp": row.amp, "cuda_graph": row.graph, "compile": row.compile,
         "buffer_capacity": max(buf.capacity, 1000), "updates_per_call": k, "tf32": args.tf32,
-        "simultaneous": row.simultaneous,
+        "simultaneous": row.simultaneous, **args.sets,
     })
     sac = SAC(cfg, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
     step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None,
@@ -196,8 +211,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     ap.add_argument("--nets", default="plain",
                     help="comma list: 'plain' and/or config files whose learner networks to measure")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a learner setting (YAML value) on every row, e.g. compile_options={...}")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/learner-<gpu>.json)")
     args = ap.parse_args(argv)
+    args.sets = learner_sets(args.set)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     if args.quick:
@@ -240,6 +258,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             nets = net_settings(nets_name, args.hidden)
             base = dict(machine=machine, torch=torch.__version__, env=env, cores=os.cpu_count(),
                         tf32=args.tf32, capacity=args.capacity, command=command, nets=nets_name,
+                        **args.sets,
                         **{k: (list(v) if isinstance(v, tuple) else v) for k, v in nets.items()})
             try:
                 rec = {**base, **measure(row, batch, buf, args, device, nets)}

@@ -93,6 +93,12 @@ class LearnerConfig(BaseModel):
     """torch.compile mode (no mode that makes CUDA graphs of its own: we capture the update);
     'default' is what bench/learner.py measured (max-autotune spends
     seconds per matmul shape benchmarking at start-up)."""
+    compile_options: dict[str, bool | int | float | str] = Field(default_factory=dict)
+    """torch._inductor settings for this job's compile (torch.compile's `options`, e.g.
+    `{triton.autotune_pointwise: false}`: one kernel config per pointwise kernel instead of 2-6,
+    each compiled by Triton, so a shorter cold compile); with compile_mode 'default' only
+    (torch.compile takes a mode or options). {}: inductor's defaults. An unknown setting stops
+    the learner with one line."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
     update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).
@@ -185,6 +191,13 @@ class LearnerConfig(BaseModel):
     def _atoms(self):
         if self.critic_loss == "c51" and not self.v_min < self.v_max:
             raise ValueError(f"learner.v_min ({self.v_min}) must be below learner.v_max ({self.v_max})")
+        return self
+
+    @model_validator(mode="after")
+    def _compile_options(self):
+        if self.compile_options and self.compile_mode != "default":
+            raise ValueError("learner.compile_options needs learner.compile_mode 'default' "
+                             "(torch.compile takes a mode or options, not both)")
         return self
 
     @model_validator(mode="after")

@@ -76,8 +76,9 @@ class FlatAdam:
         return torch.cat([torch.full((sum(p.numel() for p in ps),), x, device=self.flat.device)
                           for (ps, *_), x in zip(groups, values)])
 
-    def compile(self, mode: str | None) -> None:
-        self._fn = torch.compile(adam_flat_, mode=mode)
+    def compile(self, **kw) -> None:
+        """torch.compile the step with `kw` (a mode, or options: learner/sac.py compile_kwargs)."""
+        self._fn = torch.compile(adam_flat_, **kw)
 
     def step(self, grads: list[torch.Tensor]) -> None:
         """Apply `grads` (one per param, in order); honours `found_inf` as fused Adam does."""

@@ -77,6 +77,23 @@ class GraphScaler:
         return [self.scale, self.growth_tracker, self.found_inf]
 
 
+def compile_kwargs(mode: str | None, options: dict) -> dict:
+    """torch.compile's keywords for `mode` and learner.compile_options: the options (mode
+    'default' is what they start from) or the mode. An option inductor does not have is a
+    ValueError of one line, before anything compiles."""
+    if not options:
+        return {"mode": mode}
+    import torch._inductor.config as inductor
+
+    known = inductor.get_config_copy()
+    unknown = sorted(k for k in options if k not in known)
+    if unknown:
+        raise ValueError(f"learner.compile_options: torch._inductor has no setting {unknown[0]!r}")
+    if mode not in (None, "default"):
+        raise ValueError("learner.compile_options needs learner.compile_mode 'default'")
+    return {"options": dict(options)}
+
+
 class SAC:
     def __init__(self, cfg: LearnerConfig, obs_dim, action_dim, action_low, action_high, device):
         self.cfg = cfg
@@ -147,12 +164,13 @@ class SAC:
         """torch.compile the differentiable pieces (forward and their backward) and both Adams;
         `only`: just these of PIECES and ADAMS, the rest eager (a compile process's share of
         the frames, learner/compile_proc.py)."""
+        kw = compile_kwargs(mode, self.cfg.compile_options)
         for name in self.PIECES:
             if only is None or name in only:
-                setattr(self, name, torch.compile(getattr(self, name + "_eager"), mode=mode))
+                setattr(self, name, torch.compile(getattr(self, name + "_eager"), **kw))
         if only is None or self.ADAMS in only:
-            self.critic_opt.compile(mode)
-            self.actor_opt.compile(mode)
+            self.critic_opt.compile(**kw)
+            self.actor_opt.compile(**kw)
 
     # ---- the pieces: pure functions of tensors (the math is in learner/losses.py) ----
     @torch.no_grad()

@@ -137,6 +137,10 @@ class Learner:
         self.spec = spec
         self.learner_id = uuid.uuid4().hex[:12]
         self.device = pick_device(cfg.device)
+        if cfg.compile and cfg.compile_options:  # a bad setting fails here, not in a compile later
+            from herd.learner.sac import compile_kwargs
+
+            compile_kwargs(cfg.compile_mode, cfg.compile_options)
         torch.set_num_threads(cfg.num_threads)
         if self._cuda_init is not None:
             self._cuda_init.join()

@@ -15,6 +15,7 @@ for a in ${ARMS:-child early base}; do
   [ -e $f ] && f=$OUT/startup-$a-$n-nvidia-h200.json  # an arm named twice keeps both runs
   case $a in
     a4)    sets="--set actors.num_actors=4 --set learner.compile_process=false --set learner.cuda_early=false" ;;
+    fast)  sets="--set learner.compile_options={\"triton.autotune_pointwise\":false} --set learner.compile_process=false --set learner.cuda_early=false" ;;
     base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;

@@ -76,7 +76,9 @@ def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device, chi
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     cfg = {**TINY, "device": device, "compile_processes": children,
-           **({"amp": "bf16"} if device == "cuda" else {})}
+           **({"amp": "bf16"} if device == "cuda" else {}),
+           # options are part of inductor's cache key: the children must compile with them too
+           **({"compile_options": {"triton.autotune_pointwise": False}} if children > 1 else {})}
     out = subprocess.run([sys.executable, "-c", PARENT, json.dumps(cfg)], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
