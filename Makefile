@@ -46,7 +46,7 @@ demo: cluster-up ## the demo job: InvertedPendulum-v5 to a return of 900 on 2 CP
 	$(HERD) submit configs/demo.yaml --follow
 
 test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU)
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=12
 
 soak: setup ## bounded fault-injection soak run
 	$(BIN)/python -m pytest -q -m soak

@@ -95,7 +95,8 @@ compiles beside the inputs' normalization: fed by the eager one (compiled in ano
 it saw other input strides, and the learner's own compile missed its cache entry. The two Adams
 are one function: the second one's sizes make Dynamo recompile it, so they compile together.
 On this CPU the splits into 2 and 4 then left the learner's compile no miss (the plain SAC and
-configs/humanoid.yaml's family, by hand; 4 for the plain SAC in tests/learner/test_compile_proc.py)."""
+configs/humanoid.yaml's family, by hand; the suite runs 1 and 2 for the plain SAC,
+tests/learner/test_compile_proc.py)."""
 
 
 def shares(n: int) -> list[tuple[str, ...]]:

@@ -68,7 +68,7 @@ print(json.dumps({"error": prep.error, "child_s": prep.child_s, "seconds": prep.
 """
 
 
-@pytest.mark.parametrize(("device", "children"), [("cpu", 1), ("cpu", 4), pytest.param("cuda", 3, marks=pytest.mark.skipif(
+@pytest.mark.parametrize(("device", "children"), [("cpu", 1), ("cpu", 2), pytest.param("cuda", 3, marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs CUDA"))])
 def test_the_learner_compiles_from_what_the_child_compiled(tmp_path, device, children) -> None:
     """With several children (learner.compile_processes), each compiles its share of the
