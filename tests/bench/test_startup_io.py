@@ -1,5 +1,6 @@
 """bench/startup.py's machine-wide I/O and CPU stall counters (io_now / io_since)."""
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -19,20 +20,31 @@ def test_the_deltas_carry_the_flat_keys_and_never_go_negative():
     assert all(v is None or v >= 0 for v in got.values()), got
 
 
-@needs_psi
-def test_cpu_stall_seconds_grow_when_more_threads_spin_than_there_are_cores():
-    before = io_now()
+@contextlib.contextmanager
+def spinning(per_core: int, seconds: float):
+    """per_core processes per core spin for `seconds` (processes: threads would share one GIL);
+    leaving the block waits for them."""
     pids = []
-    for _ in range(2 * (os.cpu_count() or 1)):  # processes: threads would share one GIL
+    for _ in range(per_core * (os.cpu_count() or 1)):
         pid = os.fork()
         if pid == 0:
-            end = time.monotonic() + 1.5
+            end = time.monotonic() + seconds
             while time.monotonic() < end:
                 pass
             os._exit(0)
         pids.append(pid)
-    for pid in pids:
-        os.waitpid(pid, 0)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.waitpid(pid, 0)
+
+
+@needs_psi
+def test_cpu_stall_seconds_grow_when_more_threads_spin_than_there_are_cores():
+    before = io_now()
+    with spinning(2, 1.5):
+        pass
     assert io_since(before)["cpu_pressure_s"] > 0.3
 
 
@@ -42,20 +54,8 @@ def test_steal_seconds_are_read_from_proc_stat():
 
 def test_the_cpu_probe_is_slower_when_every_core_is_busy():
     idle = cpu_probe(1_000_000)
-    pids = []
-    for _ in range(3 * (os.cpu_count() or 1)):
-        pid = os.fork()
-        if pid == 0:
-            end = time.monotonic() + 2
-            while time.monotonic() < end:
-                pass
-            os._exit(0)
-        pids.append(pid)
-    try:
+    with spinning(3, 2):
         busy = cpu_probe(1_000_000)
-    finally:
-        for pid in pids:
-            os.waitpid(pid, 0)
     assert busy > 1.5 * idle, (idle, busy)
 
 
