@@ -13,6 +13,7 @@ import urllib.parse
 from pathlib import Path
 
 from herd import local
+from herd.ray_errors import failure_line
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
@@ -89,8 +90,7 @@ def not_running(args, job_id: str, info: dict) -> NotRunning:
         return NotRunning(f"{job_id} is starting ({phase}); its controller answers once the "
                           "learner is up")
     if state == "FAILED":
-        tail = [ln for ln in job_logs(args, job_id).strip().splitlines() if ln.strip()]
-        return NotRunning(f"{job_id} failed: {tail[-1] if tail else info.get('message')}")
+        return NotRunning(f"{job_id} failed: {failure_line(job_logs(args, job_id)) or info.get('message')}")
     return NotRunning(f"{job_id} has ended ({state}); its results are in the runs directory "
                       f"(runs/{job_id}/summary.json)")
 

@@ -42,7 +42,7 @@ from herd.learner.service import Learner
 from herd.metrics import MetricsWriter
 from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, PeriodicEvals
 from herd.proto import codec
-from herd.ray_errors import one_line
+from herd.ray_errors import init_error, one_line
 from herd.startup import Timeline, spec_from_env
 from herd.tracking import open_wandb, provenance
 
@@ -148,6 +148,10 @@ def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
     token = Path(path).read_text().strip()
     Path(path).unlink(missing_ok=True)
     return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token})})
+
+
+class LearnerStartError(Exception):
+    """The learner's __init__ failed (a setting only it can check, a device, a checkpoint)."""
 
 
 class DriverEnvError(Exception):
@@ -368,7 +372,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     early = known_address(cfg)
     if early:
         controller, scaling = start_actors(cfg, job_id, learner, early)
-    address = ray.get(learner.address.remote())
+    try:
+        address = ray.get(learner.address.remote())
+    except RayActorError as e:  # its __init__ raised: the job ends with the reason, one line
+        raise LearnerStartError(f"the learner could not start: {init_error(e)}") from None
     timeline.mark("learner_listening")
     if not early:
         controller, scaling = start_actors(cfg, job_id, learner, address)
@@ -621,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         timeline.mark("ray_joined")
         cfg = token_from_kv(cfg, os.environ.get("HERD_TOKEN_KV"))
         run(cfg, args.job_id, Path(args.runs_dir) / args.job_id, args.resume, timeline, env)
-    except (ConfigError, EnvError, json.JSONDecodeError, DriverEnvError) as e:
+    except (ConfigError, EnvError, json.JSONDecodeError, DriverEnvError, LearnerStartError) as e:
         print(f"herd: {e}", file=sys.stderr, flush=True)
         return 2
     return 0

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from herd.ray_errors import failure_line
+
 console = Console()
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
@@ -99,8 +101,12 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
                           "summary.json's startup has every phase)")
         console.print(f"results: {run_dir}  (summary.json, metrics.csv, tb/, checkpoint/, best_policy.pb)")
         return 0
+    logs = client.get_job_logs(job_id)
     console.print(f"[bold red]{job_id} ended {status}[/]; last log lines:")
-    console.print("\n".join(client.get_job_logs(job_id).splitlines()[-40:]), markup=False)
+    console.print("\n".join(logs.splitlines()[-40:]), markup=False)
+    why = failure_line(logs)
+    if why and why.startswith("herd: "):  # the driver's reason, last, where a user looks
+        console.print(why, markup=False, highlight=False, soft_wrap=True)
     return 1
 
 

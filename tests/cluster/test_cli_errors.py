@@ -65,3 +65,22 @@ def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
         return r if "failed" in r.stderr else None
 
     one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, "learner.num_cpus=64")
+
+
+def test_a_learner_that_cannot_start_says_why_in_one_line(ray_cluster, tmp_path):
+    # a setting only the learner can check (it needs torch): its __init__ raises
+    learner = {**SMALL["learner"], "compile": True, "compile_options": {"no_such_setting": 1}}
+    cfg = {**SMALL, "learner": learner, "run": {**SMALL["run"], "name": "badlearner"}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = herd("submit", str(path), "--runs-dir", str(tmp_path / "runs"))
+    assert r.returncode == 0, r.stderr
+    job = next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("submitted"))
+
+    def ended():
+        r = herd("status", job)
+        return r if "failed" in r.stderr else None
+
+    one_line(wait_for(ended, 120, "the job to fail", poll=2), 3,
+             "the learner could not start: ValueError: learner.compile_options: torch._inductor has "
+             "no setting 'no_such_setting'")
