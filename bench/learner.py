@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from herd.config import ConfigError, parse_sets
 from herd.learner.config import LearnerConfig
 from herd.learner.graphed import GraphedUpdate, configure_backends
 from herd.learner.replay import ReplayBuffer, memory_metrics
@@ -106,13 +107,15 @@ def net_settings(name: str, hidden) -> dict:
 
 
 def learner_sets(items: list[str]) -> dict:
-    """--set FIELD=VALUE items (YAML values) as learner settings; an unknown field is one line."""
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or key not in LearnerConfig.model_fields:
-            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE with a learner field")
-        out[key] = yaml.safe_load(value)
+    """--set FIELD=VALUE items as learner settings, read as `herd submit --set` reads its items
+    (herd.config.parse_sets: YAML values); a bad item or an unknown field is one line."""
+    try:
+        out = parse_sets(items)
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
+    for key in out:
+        if key not in LearnerConfig.model_fields:
+            raise SystemExit(f"--set {key}: expected FIELD=VALUE with a learner field")
     return out
 
 

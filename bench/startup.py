@@ -41,6 +41,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import console, header, result_path, save, submitted_job
 from herd import local
+from herd.config import ConfigError, parse_sets, with_overrides
 from herd.startup import PHASES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,18 +51,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def with_sets(cfg: dict, sets: list[str]) -> dict:
-    """KEY=VALUE items (dotted keys, YAML values) written into the config dict."""
-    for item in sets:
-        key, _, value = item.partition("=")
-        node = cfg
-        *parents, leaf = key.split(".")
-        for k in parents:
-            node = node.setdefault(k, {})
-        node[leaf] = yaml.safe_load(value)
-    return cfg
 
 
 class Cluster:
@@ -298,7 +287,10 @@ def main() -> int:
     cfg = yaml.safe_load((ROOT / args.config).read_text() if not Path(args.config).is_file()
                          else Path(args.config).read_text())
     sets = list(args.set) + ([f"run.max_seconds={args.seconds}"] if args.seconds else [])
-    cfg = with_sets(cfg, sets)
+    try:  # as `herd submit --set` reads them: YAML values, dotted keys, one line for a bad item
+        cfg = with_overrides(cfg, parse_sets(sets))
+    except ConfigError as e:
+        raise SystemExit(f"herd: {e}") from None
     base = Path(tempfile.mkdtemp(prefix="herd-bench-startup-"))
     cache = base / "compile-cache"  # cold fills it; warm (after cold) reads it
     records = []
