@@ -98,7 +98,10 @@ class LearnerConfig(BaseModel):
     `{triton.autotune_pointwise: false}`: one kernel config per pointwise kernel instead of 2-6,
     each compiled by Triton, so a shorter cold compile); with compile_mode 'default' only
     (torch.compile takes a mode or options). {}: inductor's defaults. An unknown setting stops
-    the learner with one line."""
+    the learner with one line. The GPU configs set `{triton.autotune_pointwise: false}`: on the
+    H200 (cold Humanoid) the compile alone took 30.3 s against 37.4, at 1,541 against 1,544
+    updates/s, and the job's compiled graph took over at 45.7 / 50.6 s against 53.0 / 56.1
+    (bench/results/compile-profile-options-*, learner-options-*, startup-s21-*)."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
     update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).

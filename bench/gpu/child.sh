@@ -6,7 +6,9 @@
 # `herd up` does on a GPU box since session 18. pyc = base with PYTHONPYCACHEPREFIX=/tmp/pyc, the
 # bytecode that bench/gpu/bytecode.sh writes there (run it first in the same call). split2 /
 # split4 = base + learner.compile_process with compile_processes 2 / 4 (the frames' compiles
-# in that many children at once, learner/compile_proc.py UNITS).
+# in that many children at once, learner/compile_proc.py UNITS). Since session 21 the config sets
+# learner.compile_options {triton.autotune_pointwise: false}, so base = fast (the setting named
+# again); inductor = base with Inductor's defaults (compile_options {}), base before session 21.
 source bench/gpu/setup.sh
 n=0
 for a in ${ARMS:-child early base}; do
@@ -17,6 +19,7 @@ for a in ${ARMS:-child early base}; do
     a4)    sets="--set actors.num_actors=4 --set learner.compile_process=false --set learner.cuda_early=false" ;;
     fast)  sets="--set learner.compile_options={\"triton.autotune_pointwise\":false} --set learner.compile_process=false --set learner.cuda_early=false" ;;
     base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
+    inductor) sets="--set learner.compile_options={} --set learner.compile_process=false --set learner.cuda_early=false" ;;
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
