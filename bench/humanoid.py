@@ -11,6 +11,9 @@ Starts a local Ray head if none answers, submits each (config, seed) job in turn
 `herd` CLI (`--parallel N`: N jobs at once, each with 1/N of the GPU), follows it, then reads runs/<job>/summary.json: deterministic evaluation return
 against seconds since submit, env steps and updates. Writes one flat record per run (every
 seed, side by side) to bench/results/humanoid-<machine>.json and a PNG plot of all curves.
+Each record also has the box's speed and load over its batch of jobs (bench/machine_load.py):
+cpu_probe_s just before the submit, and disk_read_mb, io_pressure_s, cpu_pressure_s,
+cpu_steal_s, cpu_throttled_s from the submit to the jobs' end, machine-wide.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import console, header, result_path, save, submitted_job
+from bench.machine_load import cpu_probe, io_now, io_since
 from herd import local
 from herd.config import parse_sets, with_overrides
 
@@ -242,13 +246,15 @@ def main() -> int:
         batch = runs[i:i + max(1, args.parallel)]
         # a batch of jobs side by side: submitted together, each with 1/parallel of the GPU
         # and the CPUs its config asks for; the cluster must hold them all at once
+        probe, before = cpu_probe(), io_now()  # the box's speed and load counters at the submit
         started = [(config, variant, seed, *submit_one(config, seed, args, [*share, *(
             f"{k}={json.dumps(v)}" for k, v in overrides.items())]))
                    for config, variant, overrides, seed in batch]
         follow_jobs([job for *_, job, _t, _cfg, _cold in started], args.seconds + 300)
+        load = {"cpu_probe_s": probe, **io_since(before)}  # machine-wide: the batch's jobs together
         for config, variant, seed, job, t_submit, cfg, cold in started:
             rec = {"variant": variant, "parallel": args.parallel,
-                   **record_of(config, seed, info, job, t_submit, cfg, cold, args.runs_dir)}
+                   **record_of(config, seed, info, job, t_submit, cfg, cold, args.runs_dir), **load}
             records.append(rec)
             curves.append((rec["env"], label(config, variant, seed), rec["evaluations"]))
             save(records, path)  # what ran survives a later run's failure

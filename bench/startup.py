@@ -40,9 +40,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import console, header, result_path, save, submitted_job
+from bench.machine_load import cpu_probe, io_now, io_since
 from herd import local
 from herd.config import ConfigError, parse_sets, with_overrides
-from herd.startup import PHASES
+from herd.startup import GRAPH_KEYS, PHASES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,75 +144,6 @@ def seconds_to(summary: dict, threshold: float) -> float | None:
     return round(hit["unix_time"] - up["zero_unix"], 2)
 
 
-def io_now() -> dict[str, float]:
-    """Machine-wide counters, to tell a run that waited on first reads of the box's files from
-    one that waited on CPUs: MB read from block devices (not loop/ram/zram), and the seconds
-    some task stalled on I/O and on CPU (/proc/pressure, where the kernel has it), and the CPU
-    seconds a hypervisor stole from this machine (/proc/stat's steal, summed over its CPUs) and
-    the seconds this container's cgroup was held back by its CPU quota."""
-    out: dict[str, float] = {}
-    try:
-        with open("/proc/stat") as f:
-            cpu = f.readline().split()  # cpu user nice system idle iowait irq softirq steal ...
-        out["cpu_steal_s"] = int(cpu[8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        pass
-    throttled = cgroup_throttled_s()
-    if throttled is not None:
-        out["cpu_throttled_s"] = throttled
-    try:
-        disks = {d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))}
-        with open("/proc/diskstats") as f:
-            sectors = sum(int(x[5]) for x in (ln.split() for ln in f) if x[2] in disks)
-        out["disk_read_mb"] = sectors * 512 / 1e6
-    except (OSError, ValueError, IndexError):
-        pass
-    for what in ("io", "cpu"):
-        try:
-            with open(f"/proc/pressure/{what}") as f:
-                some = f.readline().split()
-            out[f"{what}_pressure_s"] = int(some[-1].split("=")[1]) / 1e6
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
-
-
-def io_since(before: dict[str, float], prefix: str = "") -> dict[str, float | None]:
-    after = io_now()
-    return {prefix + k: (round(after[k] - before[k], 1) if k in after and k in before else None)
-            for k in ("disk_read_mb", "io_pressure_s", "cpu_pressure_s", "cpu_steal_s", "cpu_throttled_s")}
-
-
-def cgroup_throttled_s() -> float | None:
-    """Seconds this process's cgroup was throttled by a CPU quota (cgroup v2 throttled_usec, v1
-    throttled_time); None where there is no such file (no quota controller)."""
-    for path, key, unit in (("/sys/fs/cgroup/cpu.stat", "throttled_usec", 1e6),
-                            ("/sys/fs/cgroup/cpu/cpu.stat", "throttled_time", 1e9),
-                            ("/sys/fs/cgroup/cpu,cpuacct/cpu.stat", "throttled_time", 1e9)):
-        try:
-            with open(path) as f:
-                for ln in f:
-                    name, _, value = ln.partition(" ")
-                    if name == key:
-                        return int(value) / unit
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def cpu_probe(n: int = 3_000_000) -> float:
-    """Seconds for a fixed single-thread Python loop, best of 3: the box's CPU speed right now
-    (boxes of one kind differed ~2x from call to call in the learner's init and compile)."""
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        x = 0
-        for i in range(n):
-            x += i & 7
-        best = min(best, time.perf_counter() - t0)
-    return round(best, 3)
-
-
 def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False,
            preload_wait_s: float | None = None, io: dict | None = None,
            probe_s: float | None = None) -> dict:
@@ -221,9 +153,7 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
         "cold": cold, "preload": preload, "config": config, "env": summary["env"],
         "preload_wait_s": preload_wait_s,  # how long the cluster's start waited for it, before submit
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
-        **{k: up.get(k) for k in ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s",
-                                  "prepare_cpu_s", "prepare_compile_s", "prepare_kernel_wait_s",
-                                  "eager_updates", "graph_error")},
+        **{k: up.get(k) for k in GRAPH_KEYS},
         "seconds_to_5000": seconds_to(summary, 5000) if humanoid else None,
         "best_eval": (summary.get("best_eval") or {}).get("mean_return"),
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job

@@ -43,7 +43,7 @@ from herd.metrics import MetricsWriter
 from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, PeriodicEvals
 from herd.proto import codec
 from herd.ray_errors import init_error, one_line
-from herd.startup import Timeline, spec_from_env
+from herd.startup import GRAPH_KEYS, Timeline, spec_from_env
 from herd.tracking import open_wandb, provenance
 
 IMPORTED = time.time()
@@ -514,9 +514,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
-        "startup": timeline.seconds(**{k: final_learner.get(k) for k in (
-            "capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
-            "prepare_compile_s", "prepare_kernel_wait_s", "eager_updates", "graph_error")}),
+        "startup": timeline.seconds(**{k: final_learner.get(k) for k in GRAPH_KEYS}),
         # the resolved config, seeds, package versions and git commits (herd.tracking)
         "provenance": record,
     }

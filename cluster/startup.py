@@ -56,6 +56,12 @@ PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "conf
           "actors_process", "actors_init", "actors_ready", "first_rows", "first_update",
           "first_compiled_update", "first_eval")
 
+GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
+              "prepare_compile_s", "prepare_kernel_wait_s", "eager_updates", "graph_error")
+"""The learner status's graph fields (learner/graphed.py graph_stats, which says what each
+means) that summary.json's "startup" carries after the phases: one list for the driver and
+bench/startup.py (both torch-free, so not graph_stats' own module)."""
+
 
 def process_started() -> float | None:
     """When this process began (unix time; Linux /proc, None elsewhere): what came before its
@@ -176,9 +182,8 @@ class Timeline:
         return "herd submit" if os.environ.get(SUBMIT_ENV) else "driver start"
 
     def seconds(self, **extra) -> dict:
-        """Every phase (null: not reached, or not on this learner), then `extra` (capture_s,
-        graph_swap_s, uncompiled_capture_s, compile_process_s, prepare_cpu_s, prepare_compile_s,
-        prepare_kernel_wait_s, eager_updates, graph_error: learner/graphed.py graph_stats)."""
+        """Every phase (null: not reached, or not on this learner), then `extra` (the
+        learner's GRAPH_KEYS)."""
         out = {f"{k}_s": (round(self.marks[k] - self.zero, 2) if k in self.marks else None)
                for k in PHASES}
         out["since"], out["zero_unix"] = self.since(), self.zero

@@ -251,6 +251,17 @@ def test_the_cpu_has_no_graph_and_no_preparation() -> None:
                                  "prepare_cpu_s": None}
 
 
+def test_the_start_up_timeline_carries_every_graph_field_the_learner_reports() -> None:
+    """herd.startup.GRAPH_KEYS (the driver's and bench/startup.py's list) is graph_stats' own
+    fields with the compile's phases, less first_compiled_unix (a phase of the timeline)."""
+    from herd.startup import GRAPH_KEYS
+
+    step = make_update(*make())
+    step.prepare_phases = graphed.compile_phases()  # torch keeps the table: both keys, on the CPU too
+    assert set(step.prepare_phases) == {"prepare_compile_s", "prepare_kernel_wait_s"}
+    assert set(GRAPH_KEYS) == set(graph_stats(step)) - {"first_compiled_unix"}
+
+
 def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
     sac, buf = make(obs_norm=True, reward_norm=True)
     live = [t.clone() for t in sac.state_tensors()]

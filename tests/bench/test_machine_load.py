@@ -1,4 +1,4 @@
-"""bench/startup.py's machine-wide I/O and CPU stall counters (io_now / io_since)."""
+"""bench/machine_load.py: the machine-wide I/O and CPU stall counters (io_now / io_since) and the CPU probe."""
 
 import contextlib
 import os
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.startup import cgroup_throttled_s, cpu_probe, io_now, io_since
+from bench.machine_load import cgroup_throttled_s, cpu_probe, io_now, io_since
 
 needs_psi = pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="no /proc/pressure")
 
