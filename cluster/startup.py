@@ -57,7 +57,8 @@ PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "conf
           "first_compiled_update", "first_eval")
 
 GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
-              "prepare_compile_s", "prepare_kernel_wait_s", "eager_updates", "graph_error")
+              "prepare_compile_s", "prepare_kernel_wait_s", "prepare_threads_cpu_s", "eager_updates",
+              "graph_error")
 """The learner status's graph fields (learner/graphed.py graph_stats, which says what each
 means) that summary.json's "startup" carries after the phases: one list for the driver and
 bench/startup.py (both torch-free, so not graph_stats' own module)."""

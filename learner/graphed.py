@@ -42,6 +42,7 @@ from herd.learner.compile_proc import CompileProcess
 from herd.learner.flat_adam import adam_flat_
 from herd.learner.replay import ReplayBuffer
 from herd.learner.sac import SAC
+from herd.learner.thread_cpu import cpu_by_thread, thread_cpu
 
 log = logging.getLogger("herd.learner")
 
@@ -121,6 +122,7 @@ class GraphedUpdate:
         self.compile_process_s: float | None = None  # the child's cold compile (None: no child)
         self.prepare_cpu_s: float | None = None  # the preparation thread's own CPU seconds
         self.prepare_phases: dict = {}  # its compile's phase seconds (compile_phases)
+        self.prepare_threads: dict | None = None  # the process's threads' CPU seconds over it
         self.error: str | None = None  # why the compiled graph was given up
 
     def _run(self) -> torch.Tensor:
@@ -164,7 +166,7 @@ class GraphedUpdate:
         if not prep.done.is_set():
             return
         self.prep, self.prepare_s, self.prepare_cpu_s = None, prep.seconds, prep.cpu_s
-        self.prepare_phases = prep.phases
+        self.prepare_phases, self.prepare_threads = prep.phases, prep.threads
         self.compile_process_s = prep.child_s
         if prep.error is not None:
             self._give_up("preparation", prep.error)
@@ -316,11 +318,15 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
     prepare_compile_s, prepare_kernel_wait_s: of the preparation, torch.compile's own time
       (Dynamo's compile_inner, summed over frames) and, inside that, loading the compiled
       modules, which waits for their Triton kernels' compiles (compile_phases); absent without one.
+    prepare_threads_cpu_s: the CPU seconds each of the learner's threads ran over that compile
+      (learner/thread_cpu.py: by name, the largest six and 'others'; the preparation's own is
+      herd-graph-prep), to tell who else held the GIL or the CPUs; None without one.
     """
     return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
             "uncompiled_capture_s": getattr(step, "interim_s", 0.0),
             "compile_process_s": getattr(step, "compile_process_s", None),
             "prepare_cpu_s": getattr(step, "prepare_cpu_s", None),
+            "prepare_threads_cpu_s": getattr(step, "prepare_threads", None),
             **getattr(step, "prepare_phases", {}),
             "eager_updates": getattr(step, "eager_updates", 0),
             "first_compiled_unix": getattr(step, "first_compiled_unix", None),
@@ -344,6 +350,7 @@ class GraphPrep:
         self.seconds = 0.0
         self.cpu_s = 0.0  # this thread's own CPU time (time.thread_time) over the same span
         self.phases: dict = {}  # its compile's phase seconds (compile_phases)
+        self.threads: dict = {}  # every thread's CPU seconds over its compile (cpu_by_thread)
         self.child_s: float | None = None  # the child's compile and warm-up, when it did them
         self._work = (twin, buffer, k, compile_mode, warmup)
         self._child = child
@@ -366,7 +373,7 @@ class GraphPrep:
         # about one replay of 4 family updates). Shortened while this runs (SWITCH_S).
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_S))
-        before = compile_phases()
+        before, threads = compile_phases(), thread_cpu()
         try:
             with COMPILING:
                 warm_twin(*self._work)
@@ -379,6 +386,7 @@ class GraphPrep:
             self.seconds = time.perf_counter() - t0
             self.cpu_s = time.thread_time() - c0
             self.phases = compile_phases(before)
+            self.threads = cpu_by_thread(threads)
             self.done.set()
 
 

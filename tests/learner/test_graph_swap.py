@@ -226,6 +226,7 @@ def test_the_gil_switch_interval_is_short_while_preparing_and_restored_after(mon
     assert sys.getswitchinterval() == pytest.approx(before)
     assert (prep.error is None) == (fail is None)
     assert 0.2 <= prep.cpu_s <= prep.seconds + 0.01, (prep.cpu_s, prep.seconds)
+    assert prep.threads["herd-graph-prep"] >= 0.15, prep.threads  # its own, by thread name
 
 
 def test_without_a_background_preparation_the_first_call_captures(monkeypatch) -> None:
@@ -248,7 +249,7 @@ def test_the_cpu_has_no_graph_and_no_preparation() -> None:
     assert graph_stats(step) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
                                  "first_compiled_unix": None, "graph_error": None,
                                  "compile_process_s": None, "uncompiled_capture_s": 0.0,
-                                 "prepare_cpu_s": None}
+                                 "prepare_cpu_s": None, "prepare_threads_cpu_s": None}
 
 
 def test_the_start_up_timeline_carries_every_graph_field_the_learner_reports() -> None:
@@ -360,7 +361,7 @@ def test_status_fields_before_the_update_exists() -> None:
     assert graph_stats(None) == {"capture_s": 0.0, "graph_swap_s": 0.0, "eager_updates": 0,
                                  "first_compiled_unix": None, "graph_error": None,
                                  "compile_process_s": None, "uncompiled_capture_s": 0.0,
-                                 "prepare_cpu_s": None}
+                                 "prepare_cpu_s": None, "prepare_threads_cpu_s": None}
 
 
 def wait_for(cond, timeout: float = 20.0) -> None:
