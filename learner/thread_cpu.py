@@ -27,10 +27,10 @@ def thread_cpu() -> dict[int, tuple[str, float]]:
         try:
             with open(f"{TASKS}/{tid}/stat") as f:
                 stat = f.read()
-        except OSError:  # the thread ended since the listing
+            comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            utime, stime = int(rest[11]), int(rest[12])  # stat fields 14 and 15 (state is field 3)
+        except (OSError, ValueError, IndexError):  # the thread ended since the listing
             continue
-        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        utime, stime = int(rest[11]), int(rest[12])  # stat fields 14 and 15 (state is field 3)
         out[int(tid)] = (names.get(int(tid), comm), (utime + stime) / tick)
     return out
 
