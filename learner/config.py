@@ -102,6 +102,13 @@ class LearnerConfig(BaseModel):
     H200 (cold Humanoid) the compile alone took 30.3 s against 37.4, at 1,541 against 1,544
     updates/s, and the job's compiled graph took over at 45.7 / 50.6 s against 53.0 / 56.1
     (bench/results/compile-profile-options-*, learner-options-*, startup-s21-*)."""
+    compile_pieces: list[Literal["inputs", "actor_pass", "critic_out", "target", "critic_loss",
+                                 "actor_loss", "adams"]] | None = None
+    """Which of the update's frames torch.compile takes (learner/sac.py SAC.PIECES, and 'adams'
+    for both optimizers' steps); the others run eager, inside the same CUDA graph. null: all
+    of them. Each frame left out is a compile (and its Triton kernels' compiles) less at the
+    start, and more, smaller kernels in every update: a knob for measuring which frames pay
+    for their compile (bench/compile_profile.py --arm 'NAME:learner.compile_pieces=[...]')."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
     update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).

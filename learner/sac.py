@@ -161,14 +161,20 @@ class SAC:
     sizes make Dynamo recompile it, so they compile together to the graphs a full compile makes)."""
 
     def compile(self, mode: str | None = "default", only=None) -> None:
-        """torch.compile the differentiable pieces (forward and their backward) and both Adams;
-        `only`: just these of PIECES and ADAMS, the rest eager (a compile process's share of
-        the frames, learner/compile_proc.py)."""
+        """torch.compile the differentiable pieces (forward and their backward) and both Adams,
+        those of learner.compile_pieces where it names some; `only`: just these of PIECES and
+        ADAMS among them, the rest eager (a compile process's share of the frames,
+        learner/compile_proc.py)."""
         kw = compile_kwargs(mode, self.cfg.compile_options)
+        chosen = set(self.PIECES) | {self.ADAMS}
+        if self.cfg.compile_pieces is not None:  # learner.compile_pieces: the rest stay eager
+            chosen = {p if p == self.ADAMS else "_" + p for p in self.cfg.compile_pieces}
+        if only is not None:
+            chosen &= set(only)
         for name in self.PIECES:
-            if only is None or name in only:
+            if name in chosen:
                 setattr(self, name, torch.compile(getattr(self, name + "_eager"), **kw))
-        if only is None or self.ADAMS in only:
+        if self.ADAMS in chosen:
             self.critic_opt.compile(**kw)
             self.actor_opt.compile(**kw)
 
