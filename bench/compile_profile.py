@@ -40,22 +40,23 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def parse_arm(spec: str) -> tuple[str, dict, dict]:
-    """'k1:learner.updates_per_call=1;$X=2' -> ('k1', {'updates_per_call': 1}, {'X': '2'})."""
-    import yaml
+    """'k1:learner.updates_per_call=1;$X=2' -> ('k1', {'updates_per_call': 1}, {'X': '2'}); the
+    learner's values read as `herd submit --set` reads them (herd.config.parse_sets)."""
+    from herd.config import ConfigError, parse_sets
 
     name, _, body = spec.partition(":")
-    learner, env = {}, {}
-    for item in filter(None, (s.strip() for s in body.split(";"))):
-        key, eq, value = item.partition("=")
-        if not eq or not name:
-            raise SystemExit(f"--arm {spec!r}: give NAME:KEY=VALUE[;KEY=VALUE]")
-        if key.startswith("$"):
-            env[key[1:]] = value
-        elif key.startswith("learner."):
-            learner[key.removeprefix("learner.")] = yaml.safe_load(value)
-        else:
-            raise SystemExit(f"--arm {spec!r}: a key is learner.<field> or $ENV_VAR, not {key!r}")
-    return name, learner, env
+    items = [s.strip() for s in body.split(";") if s.strip()]
+    if not name or not items or any("=" not in s for s in items):
+        raise SystemExit(f"--arm {spec!r}: give NAME:KEY=VALUE[;KEY=VALUE]")
+    env = dict(s[1:].split("=", 1) for s in items if s.startswith("$"))
+    try:
+        sets = parse_sets(s for s in items if not s.startswith("$"))
+    except ConfigError as e:
+        raise SystemExit(f"--arm {spec!r}: {e}") from None
+    bad = [k for k in sets if not k.startswith("learner.")]
+    if bad:
+        raise SystemExit(f"--arm {spec!r}: a key is learner.<field> or $ENV_VAR, not {bad[0]!r}")
+    return name, {k.removeprefix("learner."): v for k, v in sets.items()}, env
 
 
 def env_spec(config: str) -> dict:
