@@ -35,6 +35,15 @@ def test_all_frames_by_default_and_only_the_named_ones_otherwise(monkeypatch):
     assert compiled_by(monkeypatch, LearnerConfig(compile=True, compile_pieces=[])) == []
 
 
+def test_the_config_names_every_frame_sac_compiles():
+    """learner/config.py spells the frames (it imports no torch); SAC.PIECES is what compiles."""
+    import typing
+
+    field = LearnerConfig.model_fields["compile_pieces"].annotation
+    (names,) = {typing.get_args(typing.get_args(a)[0]) for a in typing.get_args(field) if a is not type(None)}
+    assert set(names) == {p.removeprefix("_") for p in SAC.PIECES} | {SAC.ADAMS}
+
+
 def test_an_unknown_piece_is_refused_by_name():
     with pytest.raises(ValidationError, match="compile_pieces"):
         LearnerConfig(compile_pieces=["critic"])
