@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from herd.config import ConfigError, JobConfig, dump_config, parse_config
 from herd.control import NAMESPACE, controller_name
@@ -42,7 +42,7 @@ from herd.learner.service import Learner
 from herd.metrics import MetricsWriter
 from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, PeriodicEvals
 from herd.proto import codec
-from herd.ray_errors import init_error, one_line
+from herd.ray_errors import cause_line, init_error, one_line
 from herd.startup import GRAPH_KEYS, Timeline, spec_from_env
 from herd.tracking import open_wandb, provenance
 
@@ -374,7 +374,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         controller, scaling = start_actors(cfg, job_id, learner, early)
     try:
         address = ray.get(learner.address.remote())
-    except RayActorError as e:  # its __init__ raised: the job ends with the reason, one line
+    except RayTaskError as e:  # its __init__ failed and kept the reason (learner/service.py)
+        ray.kill(learner, no_restart=True)
+        raise LearnerStartError(f"the learner could not start: {cause_line(e)}") from None
+    except RayActorError as e:  # its process died on the way
         raise LearnerStartError(f"the learner could not start: {init_error(e)}") from None
     timeline.mark("learner_listening")
     if not early:

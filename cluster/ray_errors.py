@@ -9,6 +9,12 @@ def one_line(e: BaseException) -> str:
     return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
 
 
+def cause_line(e: BaseException) -> str:
+    """An error raised in a Ray actor's method as "ValueError: its message's first line"."""
+    cause = getattr(e, "cause", None) or e
+    return f"{type(cause).__name__}: {one_line(e)}"
+
+
 def init_error(e: BaseException) -> str:
     """Why a Ray actor's __init__ failed: its exception's own last line ("ValueError: ..."),
     which Ray puts after its traceback; one_line(e) for any other actor error."""

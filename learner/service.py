@@ -88,17 +88,30 @@ class Learner:
             from herd.learner.cuda_early import open_context_early
 
             self._cuda_init = open_context_early(cfg.device)
+        self._init_error: Exception | None = None
         try:
             self._build(cfg, spec, checkpoint, latest)
-        except BaseException:
+        except Exception as e:
             if getattr(self, "trainer", None) is not None:
                 self.trainer.stop()
             if self._starting is not None:
                 self._starting.stop()
             if self._compiling is not None:
                 self._compiling.kill()
-            raise
+            if not _in_ray_actor():
+                raise
+            # Kept, not raised: a Ray actor with max_concurrency > 1 whose __init__ raises
+            # aborts in Ray's C++ TerminateHandler as its worker exits, and prints that crash
+            # above the reason. address() and status_dict() raise it instead, as a task error;
+            # the driver then says why in one line and kills this actor.
+            self._init_error = e
+            return
         self.port = self.ingest.port
+
+    def _started(self) -> None:
+        """Raises what stopped __init__, if anything did."""
+        if self._init_error is not None:
+            raise self._init_error
 
     @staticmethod
     def _boot_compile_process(cfg: LearnerConfig, spec: pb.EnvSpec):
@@ -246,6 +259,7 @@ class Learner:
 
     # ---- control plane (the driver, via Ray) ----
     def address(self) -> str:
+        self._started()
         host = self.cfg.advertise_host or self.cfg.host
         if host in ("0.0.0.0", "::"):
             import ray
@@ -259,6 +273,7 @@ class Learner:
 
         from herd.learner.sac import LOSS_NAMES
 
+        self._started()
         if self.trainer.error is not None:
             raise RuntimeError(f"learner training thread failed: {self.trainer.error!r}")
         mem = (0, 0)
@@ -457,6 +472,16 @@ class Learner:
         self.trainer.stop()
         self.publisher.close()
         return self.status_dict()
+
+
+def _in_ray_actor() -> bool:
+    """True inside a Ray actor's process (not in a driver or a plain process)."""
+    try:
+        import ray
+
+        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+    except (ImportError, RuntimeError, AttributeError):
+        return False
 
 
 def _restarted_by_ray() -> bool:

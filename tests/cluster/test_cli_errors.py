@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,11 @@ def test_a_learner_that_cannot_start_says_why_in_one_line(ray_cluster, tmp_path)
         r = herd("status", job)
         return r if "failed" in r.stderr else None
 
-    one_line(wait_for(ended, 120, "the job to fail", poll=2), 3,
-             "the learner could not start: ValueError: learner.compile_options: torch._inductor has "
-             "no setting 'no_such_setting'")
+    reason = ("the learner could not start: ValueError: learner.compile_options: torch._inductor "
+              "has no setting 'no_such_setting'")
+    one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, reason)
+    # the job's log says it too, without a crash dump of the learner's process above it (a
+    # threaded Ray actor whose __init__ raises aborts in Ray's C++ TerminateHandler)
+    time.sleep(2)  # what the learner's process printed as it went reaches the log
+    log = herd("logs", job).stdout
+    assert reason in " ".join(log.split()) and "TerminateHandler" not in log and "_raylet.so" not in log, log

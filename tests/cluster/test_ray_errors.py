@@ -4,7 +4,7 @@ import traceback
 
 from ray.exceptions import ActorDiedError, RayTaskError
 
-from herd.ray_errors import failure_line, init_error
+from herd.ray_errors import cause_line, failure_line, init_error
 
 
 def test_a_failed_init_is_its_exception_s_last_line():
@@ -29,3 +29,11 @@ def test_the_driver_s_reason_wins_over_lines_logged_after_it():
     assert failure_line(logs) == "herd: the learner could not start: ValueError: bad"
     assert failure_line("a\nb\n") == "b"
     assert failure_line("  \n") is None
+
+
+def test_a_method_s_error_is_its_type_and_first_line():
+    try:
+        raise ValueError("learner.compile_options: torch._inductor has no setting 'nope'\nmore")
+    except ValueError as cause:
+        e = RayTaskError("Learner.address", traceback.format_exc(), cause)
+    assert cause_line(e) == "ValueError: learner.compile_options: torch._inductor has no setting 'nope'"
