@@ -10,25 +10,26 @@
 # learner.compile_options {triton.autotune_pointwise: false}, so base = fast (the setting named
 # again); inductor = base with Inductor's defaults (compile_options {}), base before session 21.
 source bench/gpu/setup.sh
+off="--set learner.compile_process=false --set learner.cuda_early=false"  # base: the compile on the learner's thread, no early CUDA context
 n=0
 for a in ${ARMS:-child early base}; do
   unset PYTHONPYCACHEPREFIX
   n=$((n+1)); f=$OUT/startup-$a-nvidia-h200.json
   [ -e $f ] && f=$OUT/startup-$a-$n-nvidia-h200.json  # an arm named twice keeps both runs
   case $a in
-    a4)    sets="--set actors.num_actors=4 --set learner.compile_process=false --set learner.cuda_early=false" ;;
-    fast)  sets="--set learner.compile_options={\"triton.autotune_pointwise\":false} --set learner.compile_process=false --set learner.cuda_early=false" ;;
-    base)  sets="--set learner.compile_process=false --set learner.cuda_early=false" ;;
-    inductor) sets="--set learner.compile_options={} --set learner.compile_process=false --set learner.cuda_early=false" ;;
+    a4)    sets="--set actors.num_actors=4 $off" ;;
+    fast)  sets="--set learner.compile_options={\"triton.autotune_pointwise\":false} $off" ;;
+    base)  sets="$off" ;;
+    inductor) sets="--set learner.compile_options={} $off" ;;
     early) sets="--set learner.compile_process=false --set learner.cuda_early=true" ;;
     child) sets="--set learner.compile_process=true --set learner.cuda_early=true" ;;
     nice)  sets="--set learner.compile_process=true --set learner.cuda_early=true --set actors.nice=10" ;;
-    nicebase) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10" ;;
+    nicebase) sets="$off --set actors.nice=10" ;;
     split2) sets="--set learner.compile_processes=2 --set learner.cuda_early=false" ;;
     split4) sets="--set learner.compile_processes=4 --set learner.cuda_early=false" ;;
-    pyc)   sets="--set learner.compile_process=false --set learner.cuda_early=false"
+    pyc)   sets="$off"
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
-    pycnice) sets="--set learner.compile_process=false --set learner.cuda_early=false --set actors.nice=10"
+    pycnice) sets="$off --set actors.nice=10"
            export PYTHONPYCACHEPREFIX=/tmp/pyc ;;
   esac
   timeout 180 python3 bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --seconds ${RUN_S:-100} \

@@ -12,11 +12,6 @@ source bench/gpu/setup.sh
 OPT='compile_options={"triton.autotune_pointwise":false}'
 timeout 300 python3 bench/compile_profile.py --arm "inductor:learner.compile_options={}" \
   --out $OUT/compile-profile-options-nvidia-h200.json 2>&1 | tail -25
-for arm in base fast; do
-  sets=(); [ $arm = fast ] && sets=(--set "$OPT")
-  TORCHINDUCTOR_CACHE_DIR=/tmp/lb-$arm TRITON_CACHE_DIR=/tmp/lb-$arm/triton timeout 200 \
-    python3 bench/learner.py --nets configs/humanoid.yaml --rows "amp graph+compile" --batches 1024 \
-    --compile-mode default --seconds 5 "${sets[@]}" --out $OUT/learner-options-$arm-nvidia-h200.json \
-    2>&1 | grep -E "updates/s|Error" | tail -3
-done
+learner_rate options-base 200
+learner_rate options-fast 200 --set "$OPT"
 ls $OUT

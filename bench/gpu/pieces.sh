@@ -21,9 +21,6 @@ for arm in all no_inputs_target no_adams; do
     no_inputs_target) pieces='[actor_pass,critic_out,critic_loss,actor_loss,adams]' ;;
     no_adams) pieces='[inputs,actor_pass,critic_out,target,critic_loss,actor_loss]' ;;
   esac
-  TORCHINDUCTOR_CACHE_DIR=/tmp/lp-$arm TRITON_CACHE_DIR=/tmp/lp-$arm/triton timeout 150 \
-    python3 bench/learner.py --nets configs/humanoid.yaml --rows "amp graph+compile" --batches 1024 \
-    --compile-mode default --seconds 5 --set "$OPT" --set "compile_pieces=$pieces" \
-    --out $OUT/learner-pieces-$arm-nvidia-h200.json 2>&1 | grep -E "updates/s|Error" | tail -3
+  learner_rate pieces-$arm 150 --set "$OPT" --set "compile_pieces=$pieces"
 done
 ls $OUT
