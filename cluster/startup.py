@@ -58,10 +58,11 @@ PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "conf
 
 GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
               "prepare_compile_s", "prepare_kernel_wait_s", "prepare_threads_cpu_s", "eager_updates",
-              "graph_error")
+              "graph_error", "startup_update_gap_s", "startup_update_gap_at_s", "max_update_gap_s")
 """The learner status's graph fields (learner/graphed.py graph_stats, which says what each
-means) that summary.json's "startup" carries after the phases: one list for the driver and
-bench/startup.py (both torch-free, so not graph_stats' own module)."""
+means) and its update stream's longest pauses (learner/update_gaps.py: in the first 90 s after
+the first update, and over the whole run) that summary.json's "startup" carries after the
+phases: one list for the driver and bench/startup.py (both torch-free, so not their modules)."""
 
 
 def process_started() -> float | None:

@@ -18,6 +18,7 @@ import torch
 from herd.learner.publisher import WeightPublisher
 from herd.learner.replay_table import ReplayTable
 from herd.learner.sac import LOSS_NAMES, SAC
+from herd.learner.update_gaps import UpdateGaps
 from herd.proto import herd_pb2 as pb
 
 Take = Callable[[int, float], list]
@@ -40,6 +41,7 @@ class Trainer:
         self.model_lock = threading.Lock()  # held by an update, an insert and a checkpoint
         self.error: BaseException | None = None
         self.step = None
+        self.gaps = UpdateGaps()  # the update stream's longest pauses (learner/update_gaps.py)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="herd-train", daemon=True)
 
@@ -51,11 +53,12 @@ class Trainer:
         return weights
 
     def graph_stats(self) -> dict:
-        """The status's fields about the update's graph (learner/graphed.py graph_stats); ingest
-        may ask for a status before the training thread starts."""
+        """The status's fields about the update's graph (learner/graphed.py graph_stats) and the
+        update stream's longest pauses (learner/update_gaps.py); ingest may ask for a status
+        before the training thread starts."""
         from herd.learner.graphed import graph_stats
 
-        return graph_stats(self.step)
+        return {**graph_stats(self.step), **self.gaps.stats()}
 
     def start(self) -> None:
         """Build the update callable (its graph prepared as the training thread starts) and run."""
@@ -77,6 +80,7 @@ class Trainer:
         torch.set_num_threads(self.num_threads)  # per thread under OpenMP (actors/policy.py)
         k = self.cfg.updates_per_call
         ring = self.table.ring
+        gaps = self.gaps
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, ring.inserted)
         try:
@@ -90,12 +94,17 @@ class Trainer:
                     self.step.prepare()  # compile + capture while the actors start up
             while not self._stop.is_set():
                 may_insert, may_update = self.table.limits(self.updates)
+                if may_update:
+                    gaps.ready()
+                else:
+                    gaps.blocked()
                 if may_insert:
                     self._insert_pending(block=not may_update)
                 if may_update:
                     with self.model_lock:
                         losses = self.step()
                         self.updates += k
+                    gaps.done()
                     if "first_update" not in self.first_unix:
                         self.first_unix["first_update"] = time.time()
                     if self.updates % 50 < k:

@@ -36,5 +36,5 @@ for a in ${ARMS:-child early base}; do
     $sets --out $f 2>&1 | grep -E "first update|compile process|done" | tail -3
   python3 -c "
 import json; r=json.load(open('$f'))
-for x in r: print('$a', {k:x.get(k) for k in ['learner_init_s','learner_torch_s','learner_device_s','learner_listening_s','first_rows_s','first_update_s','actors_ready_s','first_compiled_update_s','capture_s','compile_process_s','graph_swap_s','eager_updates','seconds_to_5000','disk_read_mb','io_pressure_s','cpu_pressure_s','up_disk_read_mb','up_io_pressure_s','cpu_steal_s','up_cpu_steal_s','cpu_probe_s','cpu_throttled_s','prepare_cpu_s','prepare_compile_s','prepare_kernel_wait_s','prepare_threads_cpu_s']})"
+for x in r: print('$a', {k:x.get(k) for k in ['learner_init_s','learner_torch_s','learner_device_s','learner_listening_s','first_rows_s','first_update_s','actors_ready_s','first_compiled_update_s','capture_s','compile_process_s','graph_swap_s','startup_update_gap_s','startup_update_gap_at_s','max_update_gap_s','eager_updates','seconds_to_5000','disk_read_mb','io_pressure_s','cpu_pressure_s','up_disk_read_mb','up_io_pressure_s','cpu_steal_s','up_cpu_steal_s','cpu_probe_s','cpu_throttled_s','prepare_cpu_s','prepare_compile_s','prepare_kernel_wait_s','prepare_threads_cpu_s']})"
 done

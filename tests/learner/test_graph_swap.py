@@ -254,13 +254,15 @@ def test_the_cpu_has_no_graph_and_no_preparation() -> None:
 
 def test_the_start_up_timeline_carries_every_graph_field_the_learner_reports() -> None:
     """herd.startup.GRAPH_KEYS (the driver's and bench/startup.py's list) is graph_stats' own
-    fields with the compile's phases, less first_compiled_unix (a phase of the timeline)."""
+    fields with the compile's phases, less first_compiled_unix (a phase of the timeline), and
+    the update stream's pauses (UpdateGaps.stats)."""
+    from herd.learner.update_gaps import UpdateGaps
     from herd.startup import GRAPH_KEYS
 
     step = make_update(*make())
     step.prepare_phases = graphed.compile_phases()  # torch keeps the table: both keys, on the CPU too
     assert set(step.prepare_phases) == {"prepare_compile_s", "prepare_kernel_wait_s"}
-    assert set(GRAPH_KEYS) == set(graph_stats(step)) - {"first_compiled_unix"}
+    assert set(GRAPH_KEYS) == set(graph_stats(step)) - {"first_compiled_unix"} | set(UpdateGaps().stats())
 
 
 def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
@@ -429,3 +431,32 @@ def test_switched_off_the_training_loop_captures_before_its_first_update(monkeyp
         trainer.stop()
     assert trainer.error is None and step.captures == 1 and step.prep is None
     assert step.eager_updates == 0 and adam_steps(sac) == trainer.updates == 2 * step.graph.replays
+
+
+def test_the_training_loop_counts_a_slow_update_as_a_pause_and_waiting_for_rows_not(monkeypatch) -> None:
+    """learner/update_gaps.py in the real loop: 1.5 s without rows (the limiter waits for the
+    actors) is not a pause of the update stream; an update that takes 0.4 s (a swap, the GIL
+    held elsewhere) is."""
+    sac, _ = make(updates_per_call=2, graph_in_background=False)
+    ring, blocks, step, trainer = training_loop(monkeypatch, sac, 10)
+    trainer.start()
+    try:
+        wait_for(lambda: ring.inserted == 1000 and trainer.updates == 900)  # all rows used
+        time.sleep(1.5)
+        run, slow = step._run, [0.4]
+
+        def slow_once():
+            while slow:
+                time.sleep(slow.pop())
+            return run()
+
+        step._run = slow_once  # the fake graph's next replay
+        blocks.extend(ring.pack_rows(random_rows(100, OBS, ACT, bound=1.0, p_term=0.1, seed=s))
+                      for s in range(10, 12))
+        wait_for(lambda: ring.inserted == 1200 and trainer.updates == 1100)
+    finally:
+        trainer.stop()
+    stats = trainer.graph_stats()
+    assert trainer.error is None and not slow
+    assert 0.4 <= stats["max_update_gap_s"] < 1.5, stats
+    assert stats["startup_update_gap_s"] == stats["max_update_gap_s"] and stats["startup_update_gap_at_s"] > 1.5
