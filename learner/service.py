@@ -486,15 +486,11 @@ def _in_ray_actor() -> bool:
 
 def _restarted_by_ray() -> bool:
     """True when Ray restarted this learner actor after it died."""
-    try:
-        import ray
-
-        if ray.is_initialized():
-            ctx = ray.get_runtime_context()
-            if ctx.get_actor_id() is not None and ctx.was_current_actor_reconstructed:
-                return True
-    except (ImportError, RuntimeError, AttributeError):  # not in a Ray actor
+    if not _in_ray_actor():
         return False
+    import ray
+
+    return bool(ray.get_runtime_context().was_current_actor_reconstructed)
     return False
 
 
