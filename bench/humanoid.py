@@ -319,7 +319,10 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
     learner_cfg = cfg["learner"]
     record = {
         **info, "env": cfg["env"]["id"], "job": job, "config_file": config, "config": cfg,
-        "seed": seed, "cold": cold, "first_update_s": startup.get("first_update_s"),
+        "seed": seed, "cold": cold,
+        # issue "Start in seconds"'s flat keys (the whole timeline stays in `startup`)
+        **{k: startup.get(k) for k in ("first_update_s", "actors_ready_s", "first_compiled_update_s",
+                                       "startup_update_gap_s")},
         **{k: learner_cfg.get(k) for k in ALGO_KEYS},
         "batch": learner_cfg.get("batch_size"), "actors": cfg["actors"]["num_actors"],
         "seconds_to_5000": hit5 and hit5["seconds"], "env_steps_to_5000": hit5 and hit5["env_steps"],

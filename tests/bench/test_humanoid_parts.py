@@ -89,3 +89,25 @@ def test_an_arm_is_a_named_variant_with_set_overrides_and_a_bad_one_is_refused()
                 "ema:learner.tau"):
         with pytest.raises(SystemExit, match="--arm"):
             parse_arm(bad)
+
+
+def test_a_run_s_record_carries_the_start_up_s_flat_keys(tmp_path) -> None:
+    """Issue "Start in seconds"'s flat keys, from summary.json's startup (which stays whole)."""
+    import json
+
+    from bench.humanoid import record_of
+
+    startup = {"first_update_s": 7.5, "actors_ready_s": 9.2, "first_compiled_update_s": 52.7,
+               "startup_update_gap_s": 0.27, "learner_init_s": 6.0}
+    evals = [{"unix_time": 130.0, "time_s": 28.0, "mean_return": 5100.0, "env_steps": 350_000, "updates": 13_000}]
+    summary = {"startup": startup, "evaluations": evals, "final_eval": {"mean_return": 9000.0},
+               "learner": {"received": 400_000, "updates": 15_000}, "wall_s": 40.0}
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "summary.json").write_text(json.dumps(summary))
+    cfg = yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text())
+    r = record_of("configs/humanoid.yaml", 1, {"machine": "m"}, "job", 100.0, cfg, True, str(tmp_path))
+    assert {k: r[k] for k in ("cold", "first_update_s", "actors_ready_s", "first_compiled_update_s",
+                              "startup_update_gap_s", "seconds_to_5000", "machine")} == {
+        "cold": True, "first_update_s": 7.5, "actors_ready_s": 9.2, "first_compiled_update_s": 52.7,
+        "startup_update_gap_s": 0.27, "seconds_to_5000": 30.0, "machine": "m"}
+    assert r["startup"] == startup and r["command"].startswith("python ")
