@@ -15,8 +15,7 @@ process began), keys `<phase>_s` in summary.json's "startup":
                      prestarted it (a job without runtime_env env_vars takes those workers)
     learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.service imported)
     learner_torch    torch and the learner's modules imported
-    learner_device   the device ready (CUDA context: learner.cuda_early opens it beside the
-                     import, so on CUDA this is the later of the two)
+    learner_device   the device ready (on CUDA, its context opened)
     learner_buffer   the replay ring allocated
     learner_sac      the SAC networks and optimizers built
     learner_listening  the learner's gRPC server answers (as the driver sees it); after
@@ -56,7 +55,7 @@ PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "conf
           "actors_process", "actors_init", "actors_ready", "first_rows", "first_update",
           "first_compiled_update", "first_eval")
 
-GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "compile_process_s", "prepare_cpu_s",
+GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "prepare_cpu_s",
               "prepare_compile_s", "prepare_kernel_wait_s", "prepare_threads_cpu_s", "eager_updates",
               "graph_error", "startup_update_gap_s", "startup_update_gap_at_s", "max_update_gap_s")
 """The learner status's graph fields (learner/graphed.py graph_stats, which says what each

@@ -102,40 +102,12 @@ class LearnerConfig(BaseModel):
     H200 (cold Humanoid) the compile alone took 30.3 s against 37.4, at 1,541 against 1,544
     updates/s, and the job's compiled graph took over at 45.7 / 50.6 s against 53.0 / 56.1
     (bench/results/compile-profile-options-*, learner-options-*, startup-s21-*)."""
-    compile_pieces: list[Literal["inputs", "actor_pass", "critic_out", "target", "critic_loss",
-                                 "actor_loss", "adams"]] | None = None
-    """Which of the update's frames torch.compile takes (learner/sac.py SAC.PIECES, and 'adams'
-    for both optimizers' steps); the others run eager, inside the same CUDA graph. null: all
-    of them. Each frame left out is a compile (and its Triton kernels' compiles) less at the
-    start, and more, smaller kernels in every update: a knob for measuring which frames pay
-    for their compile (bench/compile_profile.py --arm 'NAME:learner.compile_pieces=[...]')."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
     update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).
     Off: compile and capture first, then train. A cold Humanoid job on the H200: first update
     28 s after submit on, 75 s off (42 s of it the compile); the swap stopped the training
     thread 0.16 s (bench/results/startup-bg-nvidia-h200.json)."""
-    compile_process: bool = False
-    """CUDA, with compile and graph_in_background: the cold compile runs in a child process
-    booted as the learner starts (learner/compile_proc.py), so its tens of seconds of Python
-    never take the training thread's GIL; the background thread then compiles from the caches
-    it filled. Off: all of the compile on the background thread. Off by default: on the H200
-    (cold Humanoid, 100 s) no compiled graph took over within the run with it, against 91 s
-    without; the uncompiled graph meanwhile ran 49k updates against 35k
-    (bench/results/startup-{child,base}-nvidia-h200.json)."""
-    compile_processes: int = Field(1, ge=1, le=4)
-    """How many compile processes split the update's 8 frames (learner/compile_proc.py UNITS,
-    at most 4), each compiling its share into the same caches at once; above 1 turns
-    compile_process on. 1: one child compiles them all (when compile_process is on). On the
-    2-core CPU the splits into 2 and 4 left the learner's own compile no cache miss. On the H200
-    (cold Humanoid) they did not make the swap sooner: 4 took over at 64.7 / 62.8 s against
-    76.9 / 60.6 s for 1 in the same calls, 2 at 72.6 s; each child took 42-51 s
-    (bench/results/startup-s20-call{2,4}-*-nvidia-h200.json)."""
-    cuda_early: bool = False
-    """Where CUDA is likely: open the device's CUDA context on a thread of its own while the
-    learner imports torch (learner/cuda_early.py); torch then finds it open. No effect
-    elsewhere. Off: on the H200 (cold Humanoid, one run each) the learner's init -> device
-    took 5.17 s with it and 4.51 s without (bench/results/startup-{child,base}-nvidia-h200.json)."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True

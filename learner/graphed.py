@@ -21,9 +21,6 @@ When the capture happens:
   cache) before the loop's first insert. Why the uncompiled graph and not eager calls: eager
   calls of the family's update ran at ~90 updates/s beside the compile (launch- and GIL-bound;
   bench/results/startup-bg-nvidia-h200.json); a graph replay is one launch.
-  With `learner.compile_process` the twin's cold compile runs in a child process instead
-  (learner/compile_proc.py), booted as the learner starts; the thread waits for it without
-  the GIL, then compiles its twin from the caches the child filled.
   If the preparation or the swap's capture fails, one line is logged and calls go on with
   the uncompiled graph, or eagerly (never the learner's death: slower, not wrong).
 """
@@ -38,7 +35,6 @@ import time
 import numpy as np
 import torch
 
-from herd.learner.compile_proc import CompileProcess
 from herd.learner.flat_adam import adam_flat_
 from herd.learner.replay import ReplayBuffer
 from herd.learner.sac import SAC
@@ -58,17 +54,14 @@ def configure_backends(device: torch.device, tf32: bool) -> None:
         torch.backends.cudnn.allow_tf32 = tf32
 
 
-def make_update(sac: SAC, buffer: ReplayBuffer, compile_process: CompileProcess | None = None
-                ) -> GraphedUpdate:
-    """The update a learner with `sac.cfg` runs: graphed (+ compiled) on CUDA, eager on the CPU.
-    `compile_process`: a child already compiling a twin (learner/compile_proc.py), for the
-    background preparation to wait for."""
+def make_update(sac: SAC, buffer: ReplayBuffer) -> GraphedUpdate:
+    """The update a learner with `sac.cfg` runs: graphed (+ compiled) on CUDA, eager on the CPU."""
     cfg = sac.cfg
     configure_backends(sac.device, cfg.tf32)
     cuda = sac.device.type == "cuda"
     compile_mode = cfg.compile_mode if cfg.compile and cuda else None  # the CPU stays eager
     return GraphedUpdate(sac, buffer, cfg.updates_per_call, compile_mode=compile_mode,
-                         in_flight=cfg.graphs_in_flight, compile_process=compile_process)
+                         in_flight=cfg.graphs_in_flight)
 
 
 class GraphedUpdate:
@@ -87,7 +80,6 @@ class GraphedUpdate:
         compile_mode: str | None = None,
         warmup: int = 3,
         in_flight: int = 2,
-        compile_process: CompileProcess | None = None,
     ):
         """`in_flight`: graph replays queued ahead of the GPU; one call more first sleeps on a
         blocking CUDA event until the oldest is done. Unbounded (0), the calling thread spins a
@@ -110,7 +102,6 @@ class GraphedUpdate:
             self._events = [torch.cuda.Event(blocking=True) for _ in range(in_flight)]
         self.calls = 0
         self.prep: GraphPrep | None = None  # a background preparation not yet taken up
-        self.compile_process = compile_process  # handed to the background preparation
         self._rng: RngFloor | None = None  # around the calls made while `prep` runs
         # what the status reports (graph_stats)
         self.prepare_s = 0.0  # the background preparation's wall time (0: there was none)
@@ -119,7 +110,6 @@ class GraphedUpdate:
         self.eager_updates = 0  # updates made before the compiled graph (uncompiled graph or eager)
         self.interim_s = 0.0  # the uncompiled graph's capture (the training thread, before any update)
         self.first_compiled_unix: float | None = None  # the first compiled/captured call
-        self.compile_process_s: float | None = None  # the child's cold compile (None: no child)
         self.prepare_cpu_s: float | None = None  # the preparation thread's own CPU seconds
         self.prepare_phases: dict = {}  # its compile's phase seconds (compile_phases)
         self.prepare_threads: dict | None = None  # the process's threads' CPU seconds over it
@@ -167,7 +157,6 @@ class GraphedUpdate:
             return
         self.prep, self.prepare_s, self.prepare_cpu_s = None, prep.seconds, prep.cpu_s
         self.prepare_phases, self.prepare_threads = prep.phases, prep.threads
-        self.compile_process_s = prep.child_s
         if prep.error is not None:
             self._give_up("preparation", prep.error)
             return
@@ -189,16 +178,8 @@ class GraphedUpdate:
         """Compile and capture now, on this thread (herd precompile, bench/learner.py). An empty
         ring is fine (index 0 is sampled; warm-up is rolled back and the graph reads size_t on
         replay)."""
-        self.close()  # a child's compile is for a background preparation only
         if self.use_graph and self.graph is None:
             self.capture()
-
-    def close(self) -> None:
-        """Stop any background preparation still running (the learner stops) and its child."""
-        if self.prep is not None:
-            self.prep.cancelled.set()
-        if self.compile_process is not None:
-            self.compile_process.kill()
 
     def prepare_in_background(self) -> None:
         """Capture the uncompiled graph now and start the compiled one's cold work (compile,
@@ -206,15 +187,11 @@ class GraphedUpdate:
         eagerly, if it failed) until that is done, then the next one captures. Nothing to do on
         the CPU or with the graph off."""
         if not self.use_graph or self.graph is not None or self.prep is not None:
-            self.close()  # nothing to compile in the background: a child is not needed
             return
         self._rng = RngFloor(self.sac.device)  # its floor from before the capture's warm-up
         self._capture_uncompiled()
-        child = self.compile_process if self.compile_mode is not None else None
-        if child is None:
-            self.close()
         self.prep = GraphPrep(twin_of(self.sac), self.buffer, self.k, self.compile_mode,
-                              self.warmup, child)
+                              self.warmup)
 
     def _capture_uncompiled(self) -> None:
         """The uncompiled graph, captured on this thread before the compile starts on its own:
@@ -310,8 +287,6 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
       the CPU and after a fallback (the start-up timeline's first_compiled_update).
     graph_error: why the learner gave the compiled graph up (it trains on the uncompiled one,
       or eagerly); None when it did not.
-    compile_process_s: the compile process's cold compile and warm-up (learner/compile_proc.py),
-      part of capture_s; None without one, or when it failed.
     prepare_cpu_s: the CPU seconds the background preparation's thread itself ran (thread
       time; its kernel-compile workers not included); None without one. Well under its wall
       time (capture_s less the rest): it waited, for the GIL, for CPUs or for those workers.
@@ -324,7 +299,6 @@ def graph_stats(step: GraphedUpdate | None) -> dict:
     """
     return {"capture_s": getattr(step, "capture_s", 0.0), "graph_swap_s": getattr(step, "swap_s", 0.0),
             "uncompiled_capture_s": getattr(step, "interim_s", 0.0),
-            "compile_process_s": getattr(step, "compile_process_s", None),
             "prepare_cpu_s": getattr(step, "prepare_cpu_s", None),
             "prepare_threads_cpu_s": getattr(step, "prepare_threads", None),
             **getattr(step, "prepare_phases", {}),
@@ -338,36 +312,21 @@ SWITCH_S = 0.0002
 
 
 class GraphPrep:
-    """warm_twin(twin, ...) on a thread of its own; `done` is set when it returned or failed.
-    With `child` (a CompileProcess compiling the same twin), the thread first waits for it: the
-    twin here then compiles from the caches it filled."""
+    """warm_twin(twin, ...) on a thread of its own; `done` is set when it returned or failed."""
 
     def __init__(self, twin: SAC, buffer: ReplayBuffer, k: int, compile_mode: str | None,
-                 warmup: int, child: CompileProcess | None = None):
+                 warmup: int):
         self.done = threading.Event()
-        self.cancelled = threading.Event()
         self.error: str | None = None  # one line
         self.seconds = 0.0
         self.cpu_s = 0.0  # this thread's own CPU time (time.thread_time) over the same span
         self.phases: dict = {}  # its compile's phase seconds (compile_phases)
         self.threads: dict = {}  # every thread's CPU seconds over its compile (cpu_by_thread)
-        self.child_s: float | None = None  # the child's compile and warm-up, when it did them
         self._work = (twin, buffer, k, compile_mode, warmup)
-        self._child = child
         threading.Thread(target=self._run, name="herd-graph-prep", daemon=True).start()
 
     def _run(self) -> None:
         t0, c0 = time.perf_counter(), time.thread_time()
-        if self._child is not None:  # no GIL held while it compiles
-            why = self._child.wait(self.cancelled)
-            self._child, self.child_s = None, self._child.seconds
-            if self.cancelled.is_set():
-                self.error, self._work = "cancelled", None
-                self.done.set()
-                return
-            if why is not None:
-                log.warning("herd learner: the compile process failed (%s); compiling on the "
-                            "learner's own thread", why)
         # The compile is pure Python for tens of seconds: the training thread, back from each
         # replay's event wait, waits for the GIL up to the switch interval (5 ms by default,
         # about one replay of 4 family updates). Shortened while this runs (SWITCH_S).
@@ -425,13 +384,13 @@ def twin_of(sac: SAC) -> SAC:
 
 
 def warm_twin(twin: SAC, buffer: ReplayBuffer, k: int, compile_mode: str | None,
-              warmup: int, only=None) -> None:
+              warmup: int) -> None:
     """Compile `twin` and run `warmup` calls of `k` updates on a side stream: inductor and
     triton keep what they build, and the live SAC's compile hits it. The ring is only read
     (sample + gather; rows the ingest stream writes meanwhile may be read torn: the twin's
-    results are thrown away). `only`: compile just these frames (SAC.compile)."""
+    results are thrown away)."""
     if compile_mode is not None:
-        twin.compile(compile_mode, only)
+        twin.compile(compile_mode)
     side = torch.cuda.Stream(twin.device) if twin.device.type == "cuda" else None
     with torch.cuda.stream(side):  # None: the CPU, no stream
         for _ in range(warmup * k):

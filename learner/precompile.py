@@ -26,7 +26,7 @@ RING = 1_000
 def small_update(cfg: LearnerConfig, obs_shape: tuple[int, ...], action_dim: int, action_low,
                  action_high, device: torch.device) -> tuple[SAC, ReplayBuffer]:
     """A fresh SAC of `cfg` and an empty RING-row ring of the learner's layout: what compiles
-    to the same code as the learner's own update (herd precompile, learner/compile_proc.py)."""
+    to the same code as the learner's own update (herd precompile)."""
     ring = ReplayBuffer(RING, tuple(obs_shape), action_dim, device,
                         obs_dtype=getattr(torch, cfg.buffer_dtype), one_step_discount=cfg.gamma)
     sac = SAC(cfg, ring.obs_dim, action_dim, np.asarray(action_low), np.asarray(action_high), device)

@@ -156,27 +156,15 @@ class SAC:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=False)
 
     PIECES = ("_inputs", "_actor_pass", "_critic_out", "_target", "_critic_loss", "_actor_loss")
-    ADAMS = "adams"
-    """What `compile(only=...)` names: a piece, or both Adams (one function: the second one's
-    sizes make Dynamo recompile it, so they compile together to the graphs a full compile makes)."""
 
-    def compile(self, mode: str | None = "default", only=None) -> None:
-        """torch.compile the differentiable pieces (forward and their backward) and both Adams,
-        those of learner.compile_pieces where it names some; `only`: just these of PIECES and
-        ADAMS among them, the rest eager (a compile process's share of the frames,
-        learner/compile_proc.py)."""
+    def compile(self, mode: str | None = "default") -> None:
+        """torch.compile the differentiable pieces (forward and their backward) and both Adams
+        (together: the second one's sizes make Dynamo recompile the shared function)."""
         kw = compile_kwargs(mode, self.cfg.compile_options)
-        chosen = set(self.PIECES) | {self.ADAMS}
-        if self.cfg.compile_pieces is not None:  # learner.compile_pieces: the rest stay eager
-            chosen = {p if p == self.ADAMS else "_" + p for p in self.cfg.compile_pieces}
-        if only is not None:
-            chosen &= set(only)
         for name in self.PIECES:
-            if name in chosen:
-                setattr(self, name, torch.compile(getattr(self, name + "_eager"), **kw))
-        if self.ADAMS in chosen:
-            self.critic_opt.compile(**kw)
-            self.actor_opt.compile(**kw)
+            setattr(self, name, torch.compile(getattr(self, name + "_eager"), **kw))
+        self.critic_opt.compile(**kw)
+        self.actor_opt.compile(**kw)
 
     # ---- the pieces: pure functions of tensors (the math is in learner/losses.py) ----
     @torch.no_grad()

@@ -82,12 +82,6 @@ class Learner:
             from herd.learner.ingest_proc import IngestProcess
 
             self._starting = IngestProcess(cfg.ingest_processes)
-        self._compiling = self._boot_compile_process(cfg, spec)
-        self._cuda_init = None  # the CUDA context, opening beside the torch import
-        if cfg.cuda_early and cuda_likely(cfg.device):
-            from herd.learner.cuda_early import open_context_early
-
-            self._cuda_init = open_context_early(cfg.device)
         self._init_error: Exception | None = None
         try:
             self._build(cfg, spec, checkpoint, latest)
@@ -96,8 +90,6 @@ class Learner:
                 self.trainer.stop()
             if self._starting is not None:
                 self._starting.stop()
-            if self._compiling is not None:
-                self._compiling.kill()
             if not _in_ray_actor():
                 raise
             # Kept, not raised: a Ray actor with max_concurrency > 1 whose __init__ raises
@@ -112,23 +104,6 @@ class Learner:
         """Raises what stopped __init__, if anything did."""
         if self._init_error is not None:
             raise self._init_error
-
-    @staticmethod
-    def _boot_compile_process(cfg: LearnerConfig, spec: pb.EnvSpec):
-        """The compile process (learner/compile_proc.py), booted before this process imports
-        torch, when its update will be compiled in the background on CUDA (as far as can be
-        told yet); None otherwise."""
-        wanted = cfg.compile_process or cfg.compile_processes > 1
-        if not (wanted and cfg.compile and cfg.cuda_graph and cfg.graph_in_background
-                and cuda_likely(cfg.device)):
-            return None
-        from herd.learner.compile_proc import CompileGroup, CompileProcess
-
-        shape, act = tuple(spec.obs_shape), int(np.prod(spec.action_shape))
-        if cfg.compile_processes > 1:
-            return CompileGroup(cfg, shape, act, spec.action_low, spec.action_high,
-                                cfg.compile_processes)
-        return CompileProcess(cfg, shape, act, spec.action_low, spec.action_high)
 
     def _build(self, cfg: LearnerConfig, spec: pb.EnvSpec, checkpoint: str | None,
                latest: str | None) -> None:
@@ -155,14 +130,9 @@ class Learner:
 
             compile_kwargs(cfg.compile_mode, cfg.compile_options)
         torch.set_num_threads(cfg.num_threads)
-        if self._cuda_init is not None:
-            self._cuda_init.join()
         if self.device.type == "cuda":  # the CUDA context now, so that its cost shows apart
             torch.empty(0, device=self.device)
         self.startup_unix["device"] = time.time()
-        if self._compiling is not None and self.device.type != "cuda":  # the guess was wrong
-            self._compiling.kill()
-            self._compiling = None
         steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
@@ -191,8 +161,7 @@ class Learner:
         self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
         self.startup_unix["sac"] = time.time()
         self.trainer = Trainer(self.sac, self.table, self.publisher, self._take,
-                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads,
-                               compile_process=self._compiling)
+                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
         self._model_lock = self.trainer.model_lock
         self._received_base = 0  # accepted by the learner this one was restored from
         self.restarted = _restarted_by_ray()

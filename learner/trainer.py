@@ -27,10 +27,8 @@ Take = Callable[[int, float], list]
 
 class Trainer:
     def __init__(self, sac: SAC, table: ReplayTable, publisher: WeightPublisher, take: Take, *,
-                 publish_every_s: float, num_threads: int, compile_process=None):
-        """`compile_process`: a child compiling the update already (learner/compile_proc.py)."""
+                 publish_every_s: float, num_threads: int):
         self.sac, self.table, self.publisher, self.take = sac, table, publisher, take
-        self.compile_process = compile_process
         self.cfg = sac.cfg
         self.publish_every_s, self.num_threads = publish_every_s, num_threads
         self.updates = 0
@@ -64,7 +62,7 @@ class Trainer:
         """Build the update callable (its graph prepared as the training thread starts) and run."""
         from herd.learner.graphed import make_update
 
-        self.step = make_update(self.sac, self.table.ring, self.compile_process)
+        self.step = make_update(self.sac, self.table.ring)
         self._thread.start()
 
     def _insert_pending(self, block: bool) -> None:
@@ -128,10 +126,6 @@ class Trainer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
-        if self.step is not None:
-            self.step.close()  # a compile still under way in the background (and its process)
-        elif self.compile_process is not None:
-            self.compile_process.kill()
         while blocks := self.take(64, 0.0):
             with self.model_lock:
                 self.table.insert(blocks)
