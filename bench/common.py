@@ -8,6 +8,7 @@ import platform
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -34,9 +35,9 @@ def command() -> str:
 
 
 def header(title: str) -> dict:
-    """Print and return machine, torch version, cores and the command line."""
-    info = dict(machine=machine_name(), torch=torch.__version__, cores=os.cpu_count(),
-                command=command(), **cpu_topology())
+    """Print and return the date, machine, torch version, cores and the command line."""
+    info = dict(date=time.strftime("%Y-%m-%d", time.gmtime()), machine=machine_name(),
+                torch=torch.__version__, cores=os.cpu_count(), command=command(), **cpu_topology())
     cpu = ", ".join(f"{k} {v}" for k, v in info.items() if k in ("cpu_model", "threads_per_core",
                                                                   "l2_cache", "l3_cache"))
     console.print(f"[bold]{title}[/]  {info['machine']}  torch {info['torch']}  "

@@ -159,7 +159,7 @@ def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = F
         "loadavg_1m": summary["loadavg_1m"],  # at submit: the machine's load beside this job
         **(io or {}),  # disk_read_mb, io/cpu_pressure_s, cpu_steal_s: the cluster's start (up_*), the job
         "cpu_probe_s": probe_s,  # the CPU-speed probe just before the cluster started
-        "machine": info["machine"], "torch": info["torch"], "cores": info["cores"],
+        "date": info["date"], "machine": info["machine"], "torch": info["torch"], "cores": info["cores"],
         "command": info["command"],
     }
 

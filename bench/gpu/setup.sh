@@ -1,16 +1,20 @@
-# sourced at the start of every GPU call
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .devwheels/*.whl >/tmp/pip.log 2>&1 || { tail -5 /tmp/pip.log; exit 1; }
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 HERD_HOME=/tmp/herdhome
-python3 -c "import herd.learner.sac, herd.actors.env_actor, ray, mujoco; print('herd', herd.__file__)" || exit 1
-# herd up's default here (on where a GPU shows; it printed True on this box in session 19)
-python3 -c "from herd.local import preload_default; print('herd up preloads by default:', preload_default())"
-nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
-# learner_rate NAME TIMEOUT [--set K=V ...]: the compiled update's updates/s at the config's batch
-# (bench/learner.py, 5 s), with caches of its own under /tmp/lr-NAME, into $OUT/learner-NAME-nvidia-h200.json
-learner_rate() {
-  local name=$1 limit=$2; shift 2
-  TORCHINDUCTOR_CACHE_DIR=/tmp/lr-$name TRITON_CACHE_DIR=/tmp/lr-$name/triton timeout $limit \
-    python3 bench/learner.py --nets configs/humanoid.yaml --rows "amp graph+compile" --batches 1024 \
-    --compile-mode default --seconds 5 "$@" --out $OUT/learner-$name-nvidia-h200.json \
-    2>&1 | grep -E "updates/s|Error" | tail -3
-}
+# Sourced by the other scripts here: Herd from the wheelhouse that `make offline-wheels` built
+# (no network needed), results into $OUT (default: bench/results), a Herd home of its own.
+#   WHEELHOUSE=wheelhouse   where the wheels are (copied to the box beside the clone)
+#   EXTRAS=export,bench     the extras the wheelhouse was built with
+set -eo pipefail
+cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
+WHEELHOUSE=${WHEELHOUSE:-wheelhouse}
+OUT=${OUT:-bench/results}
+mkdir -p "$OUT"
+if ! python3 -c "import herd.learner.trainer, herd.actors.env_actor, ray, mujoco" 2>/dev/null; then
+  [ -d "$WHEELHOUSE" ] || { echo "no $WHEELHOUSE/: run 'make offline-wheels' where pip reaches an index, copy it here"; exit 1; }
+  python3 -m pip install -q --no-index --find-links "$WHEELHOUSE" "herd[${EXTRAS:-export,bench}]"
+fi
+export PYTHONUNBUFFERED=1 HERD_HOME=${HERD_HOME:-/tmp/herdhome}
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null || true
+MACHINE=$(python3 -c "from bench.common import machine_name, slug; print(slug(machine_name()))")  # nvidia-h200
+
+# Empty the compile caches, so a run is cold even where an earlier run warmed them.
+cold_caches() { rm -rf /tmp/torchinductor_"$(whoami)" ~/.triton/cache ~/.cache/torch/inductor 2>/dev/null || true; }
