@@ -16,7 +16,7 @@ import threading
 
 import grpc
 
-from herd.learner.servicer import parse_batch
+from herd.learner.servicer import Unparsable, parse_batch
 from herd.proto import codec, keepalive
 from herd.proto import herd_pb2 as pb
 
@@ -50,24 +50,66 @@ def is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
+def tolerant(message):
+    """message.FromString that never raises: garbage comes back as Unparsable, for `strict` to
+    answer INVALID_ARGUMENT (gRPC answers a deserializer's exception with UNKNOWN)."""
+
+    def parse(raw: bytes):
+        try:
+            return message.FromString(raw)
+        except Exception as e:  # noqa: BLE001 -- protobuf's DecodeError and kin
+            return Unparsable(len(raw), f"{type(e).__name__}: {e}")
+
+    return parse
+
+
+def strict(method, streaming: bool):
+    """`method` behind a check that answers an unparsable request INVALID_ARGUMENT."""
+    async def refuse(request, context):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"request is not a valid message ({request.nbytes} bytes): {request.why}")
+
+    if streaming:
+        async def stream(request, context):
+            if isinstance(request, Unparsable):
+                await refuse(request, context)
+            async for reply in method(request, context):
+                yield reply
+
+        return stream
+
+    async def unary(request, context):
+        if isinstance(request, Unparsable):
+            await refuse(request, context)
+        return await method(request, context)
+
+    return unary
+
+
 METHODS = {  # name: (handler kind, request parser, response serializer)
-    "Handshake": (grpc.unary_unary_rpc_method_handler, pb.HandshakeRequest.FromString,
+    "Handshake": (grpc.unary_unary_rpc_method_handler, tolerant(pb.HandshakeRequest),
                   pb.HandshakeReply.SerializeToString),
+    # answered in-stream, batch by batch (LearnerServicer.PushTransitions)
     "PushTransitions": (grpc.stream_stream_rpc_method_handler, parse_batch,
                         pb.PushAck.SerializeToString),
     # WatchWeights yields the publisher's serialized bytes
-    "WatchWeights": (grpc.unary_stream_rpc_method_handler, pb.WatchRequest.FromString, bytes),
-    "GetStatus": (grpc.unary_unary_rpc_method_handler, pb.StatusRequest.FromString,
+    "WatchWeights": (grpc.unary_stream_rpc_method_handler, tolerant(pb.WatchRequest), bytes),
+    "GetStatus": (grpc.unary_unary_rpc_method_handler, tolerant(pb.StatusRequest),
                   pb.LearnerStatus.SerializeToString),
 }
 
 
 def add_servicer(servicer, server: grpc.aio.Server) -> None:
     """The generated registration of the methods `servicer` has (a relay: WatchWeights alone),
-    except that PushTransitions parses tolerantly (parse_batch)."""
-    handlers = {name: kind(getattr(servicer, name), request_deserializer=parse,
-                           response_serializer=serialize)
-                for name, (kind, parse, serialize) in METHODS.items() if hasattr(servicer, name)}
+    except that requests parse tolerantly: garbage is INVALID_ARGUMENT, never UNKNOWN."""
+    handlers = {}
+    for name, (kind, parse, serialize) in METHODS.items():
+        if not hasattr(servicer, name):
+            continue
+        method = getattr(servicer, name)
+        if kind is not grpc.stream_stream_rpc_method_handler:
+            method = strict(method, streaming=kind is grpc.unary_stream_rpc_method_handler)
+        handlers[name] = kind(method, request_deserializer=parse, response_serializer=serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("herd.v1.Learner", handlers),))
 
 

@@ -248,6 +248,22 @@ def test_bad_handshakes(channel, spec):
     assert e.value.code() == FP and "action_high" in e.value.details()
 
 
+@pytest.mark.parametrize("junk", [b"\xff\xff\xff\xff", b"\x0a\x80", b"\x07"])
+def test_garbage_bytes_on_unary_methods_are_invalid_argument(learner, channel, junk):
+    """Handshake, GetStatus and WatchWeights read raw bytes that are no message of theirs:
+    INVALID_ARGUMENT, as any other malformed input (not UNKNOWN); the server serves on."""
+    for method, streaming in (("Handshake", False), ("GetStatus", False), ("WatchWeights", True)):
+        path = f"/herd.v1.Learner/{method}"
+        call = (channel.unary_stream if streaming else channel.unary_unary)(path)
+        with pytest.raises(grpc.RpcError) as e:
+            reply = call(junk, timeout=10)
+            if streaming:
+                next(reply)
+        assert e.value.code() == IA, (method, e.value.code(), e.value.details())
+        assert "not a valid message" in e.value.details()
+    assert pb_grpc.LearnerStub(channel).GetStatus(pb.StatusRequest()).learner_id == learner.learner_id
+
+
 def test_sessions_do_not_pile_up(learner, channel, spec):
     """Sessions die with their stream and idle ones are bounded: reconnect loops leak nothing."""
     for i in range(50):
