@@ -46,7 +46,7 @@ class ActorConfig(BaseModel):
     background) wins every contested core. The replay ratio paces the actors anyway. Left at 0
     in the configs: on the H200 (cold Humanoid, session 19) the compiled graph took over at
     41.8 / 36.4 s with 10 against 41.2 s without on one warmed machine; on a just-started one the
-    order of the runs moved it more than this did (bench/results/startup-s19-arms-nvidia-h200.json)."""
+    order of the runs moved it more than this did (bench/results/startup-2026-12-03-arms-nvidia-h200.json)."""
     step_threads: int = Field(0, ge=0)
     """Threads stepping the envs (MuJoCo fast path only; mj_step releases the GIL).
     0: one per whole Ray CPU reserved (num_cpus), at most num_envs."""

@@ -101,7 +101,7 @@ class LearnerConfig(BaseModel):
     the learner with one line. The GPU configs set `{triton.autotune_pointwise: false}`: on the
     H200 (cold Humanoid) the compile alone took 30.3 s against 37.4, at 1,541 against 1,544
     updates/s, and the job's compiled graph took over at 45.7 / 50.6 s against 53.0 / 56.1
-    (bench/results/compile-profile-options-*, learner-options-*, startup-s21-*)."""
+    (bench/results/compile-profile-options-*, learner-options-*, startup-2026-12-03-{fast,base}-*)."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
     update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).
