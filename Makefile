@@ -7,7 +7,9 @@ CONFIG ?= configs/demo.yaml
 JOB ?=
 ACTORS ?= 2
 
-.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean bench-humanoid bench-rllib bench-actors bench-family bench-sweep bench-ablation
+.PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean \
+	offline-wheels docs docs-serve docs-gen bench-humanoid bench-rllib bench-learner bench-actors bench-fanin \
+	bench-scale bench-startup
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,8 +47,11 @@ stop: setup
 demo: cluster-up ## the demo job: InvertedPendulum-v5 to a return of 900 on 2 CPU cores
 	$(HERD) submit configs/demo.yaml --follow
 
-test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU)
+test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU), the docs site's strict build included
 	$(BIN)/python -m pytest -q -ra --durations=12
+
+test-fast: setup ## the tests that start no Ray cluster: seconds, for the inner loop
+	$(BIN)/python -m pytest -q -x -m 'not cluster and not soak'
 
 soak: setup ## bounded fault-injection soak run
 	$(BIN)/python -m pytest -q -m soak
@@ -61,53 +66,46 @@ lint: setup
 	$(BIN)/ruff check cluster learner actors proto tests bench
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site wheelhouse
 
-gpu-wheels: ## .devwheels/ for the GPU box: the shared bundle plus Herd's own wheel (of the committed HEAD)
-	bash ../shared/device/bundle-wheels.sh
-	rm -rf .gpusnap && mkdir -p .gpusnap && git archive HEAD | tar -x -C .gpusnap
-	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation ./.gpusnap -w .devwheels && rm -rf .gpusnap
+offline-wheels: ## wheelhouse/: Herd's wheel (committed HEAD) and its locked dependencies, for a node without network (PYVER=3.12 PLATFORM=x86_64 for another target, NO_TORCH=1 where the image has torch)
+	bash deploy/offline-wheels.sh $(or $(WHEELHOUSE),wheelhouse)
 
-# GPU box benchmarks (see README "Results"); PYTHON=python3 where there is no venv.
+docs: setup ## the docs site into site/ (strict: a broken link or a missing page fails)
+	$(BIN)/mkdocs build --strict --quiet
+
+docs-serve: setup ## the docs site on http://127.0.0.1:8000, rebuilt on every change
+	$(BIN)/mkdocs serve
+
+docs-gen: setup ## regenerate docs/configuration.md, docs/cli.md, docs/performance.md and README's figures from the code and bench/results
+	$(BIN)/python docs/_gen/generate.py
+
+# Benchmarks behind docs/performance.md (bench/README.md: what each measures, how long it takes,
+# and how to run them on a GPU node without network). PYTHON=python3 where there is no venv.
 PYTHON ?= $(BIN)/python
-bench-humanoid: ## Humanoid-v5: eval return vs wall-clock from `herd submit` (warm compile cache); fits one 10-minute GPU call
+bench-humanoid: ## Humanoid-v5: eval return against wall-clock from `herd submit`, one cold seed (SEED=1), 480 s
 	$(PYTHON) -m herd up
-	$(PYTHON) -m herd precompile configs/humanoid.yaml
-	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seconds $(or $(SECONDS_BUDGET),480)
+	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seeds $(or $(SEED),1) --seconds $(or $(SECONDS_BUDGET),480)
 	$(PYTHON) bench/plot_results.py
 
-bench-rllib: ## RLlib's SAC on Humanoid-v5 for the same 120 s (run in the same GPU session as bench-humanoid), then the joint plot
+bench-rllib: ## RLlib's SAC on Humanoid-v5 for 120 s, the yardstick beside bench-humanoid, then the joint plot
 	$(PYTHON) -m herd down
 	$(PYTHON) bench/rllib_baseline.py --env Humanoid-v5 --seconds $(or $(RLLIB_SECONDS),120)
 	$(PYTHON) bench/plot_results.py
 
-bench-actors: ## issue 4's figures: wire encoding, CPU per actor step (by thread, page faults), actors 1-16 vs the same-policy ceiling, 16 envs per actor at 16 (~8 min)
+bench-learner: ## the update alone: updates/s of plain SAC's and configs/humanoid.yaml's networks at batch 512 and 2048
+	$(PYTHON) bench/learner.py --nets plain,configs/humanoid.yaml --rows 'amp graph+compile' --batches 512,2048 --compile-mode default
+
+bench-actors: ## wire encoding, CPU per actor step, actors 1-16 against the same-policy ceiling (~8 min)
 	timeout 120 $(PYTHON) bench/wire.py
 	timeout 150 $(PYTHON) bench/actor_cost.py --seconds 5 --warmup 2
 	timeout 420 $(PYTHON) bench/actors.py --counts 1,2,4,8,16 --variants base,envs=16 --seconds 5 --warmup 2 --threaded ''
 
-bench-family: ## the family beside plain SAC on one task, 2 minutes each: make bench-family TASK=Walker2d-v5
-	$(PYTHON) -m herd up
-	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml \
-	  --set env.id=$(or $(TASK),Walker2d-v5) --set run.stop_at_target=false --set run.target_return=null \
-	  --seconds 120 --out bench/results/family-$(or $(TASK),Walker2d-v5)-nvidia-h200.json
+bench-fanin: ## one learner, 1,000 synthetic actors: ingest and update rate, paced and flat out
+	$(PYTHON) bench/fanin.py --clients 1000 --relay --ingest-processes 4 --procs 8 --config configs/humanoid-plain.yaml
 
-bench-sweep: ## batch size x replay ratio on Humanoid-v5 via Ray Tune, one seed's 3 x 3 grid per GPU call: make bench-sweep SEED=1 (then 2, 3); the compile cache is warmed for each batch size first (in parallel)
-	$(PYTHON) -m herd up
-	pids=; for b in $(subst $(comma), ,$(BATCHES)); do \
-	  $(PYTHON) -m herd precompile configs/humanoid.yaml --set learner.batch_size=$$b & pids="$$pids $$!"; done; \
-	for p in $$pids; do wait $$p || exit 1; done
-	$(PYTHON) -m herd tune configs/humanoid.yaml --grid learner.batch_size=$(BATCHES) \
-	  --grid learner.replay_ratio=0.025,0.05,0.1 --set actors.num_actors=4 --seconds 120 --concurrent 3 \
-	  --seeds $(or $(SEEDS),1) --first-seed $(or $(SEED),1) --name humanoid --append --out bench/results/sweep-humanoid-nvidia-h200.json
+bench-scale: ## a running job scaled 40 -> 100 -> 150 env actors, 60 s at each count
+	$(PYTHON) bench/scale.py --counts 40,100,150 --hold 60 --gap 10
 
-comma := ,
-BATCHES ?= 512$(comma)1024$(comma)2048
-ABLATION_OUT ?= bench/results/ablation-par4-nvidia-h200.json
-
-bench-ablation: ## each piece of the family off in turn on Humanoid-v5, seeds 1,2, 120 s per run, four jobs side by side (a quarter of the GPU and 3 actors each): one GPU call, ~450 s
-	$(PYTHON) -m herd up
-	$(PYTHON) bench/humanoid.py --ablate $(or $(PIECES),all) --seeds $(or $(SEEDS),1$(comma)2) \
-	  --seconds $(or $(SECONDS_BUDGET),120) --parallel $(or $(PARALLEL),4) --set actors.num_actors=$(or $(ABLATION_ACTORS),3) \
-	  $(if $(NOFULL),--no-full) --out $(ABLATION_OUT)
-	$(PYTHON) bench/ablation.py $(ABLATION_OUT)
+bench-startup: ## cold start-up of configs/humanoid.yaml on a preloaded cluster, 3 runs of 90 s
+	$(PYTHON) bench/startup.py --config configs/humanoid.yaml --modes cold --preload on --repeat 3 --seconds 90
