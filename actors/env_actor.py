@@ -36,7 +36,7 @@ class EnvActor:
     def __init__(self, actor_id: str, env_cfg: EnvConfig, cfg: ActorConfig, learner_address: str,
                  token: str | None = None, seed: int = 0, weights_address: str | None = None):
         """`weights_address`: where to watch for weights when not the learner (the node's relay)."""
-        from herd.startup import process_started
+        from herd.proto.timing import process_started
 
         # the start-up timeline's actors_* phases (cluster/startup.py), this process's clock
         self.startup_unix = {"process": process_started(), "init": time.time()}

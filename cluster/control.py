@@ -27,9 +27,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from herd.local import herd_home, write_private
+from herd.local import NAMESPACE, herd_home, write_private  # noqa: F401 -- NAMESPACE: callers import it here
 
-NAMESPACE = "herd"  # Herd's Ray namespace: controllers, learners, actors
 HOST_ENV = "HERD_CONTROL_HOST"
 RECORD = "controller.json"
 

@@ -135,14 +135,14 @@ def load_policy(path: str | Path, best: bool = False, seed: int | None = None) -
         if not p.is_file():
             raise FileNotFoundError(f"{p} is missing: no periodic evaluation of that run finished")
     if p.is_dir() or p.name == "model.pt":
-        from herd.evaluation import job_env_config, resolve_checkpoint, weights_from_checkpoint
+        from herd.checkpoint import job_env_config, resolve_checkpoint, weights_from_checkpoint
 
         ckpt = resolve_checkpoint(p.parent if p.name == "model.pt" else p)
         env_cfg = job_env_config(ckpt)
         weights = weights_from_checkpoint(ckpt, env_cfg)
         return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(ckpt)), seed)
     if p.suffix == ".pb":
-        from herd.evaluation import job_env_config
+        from herd.checkpoint import job_env_config
         from herd.proto import herd_pb2 as pb
 
         try:

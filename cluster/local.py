@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
+NAMESPACE = "herd"  # Herd's Ray namespace: controllers, learners, actors (herd.control's too)
 
 
 def ray_bin() -> str:
@@ -99,8 +100,6 @@ def align_loopback() -> None:
 def join() -> None:
     """Join the running cluster quietly (in the "herd" namespace) unless already joined."""
     import ray
-
-    from herd.control import NAMESPACE
 
     if ray.is_initialized():
         return

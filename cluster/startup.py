@@ -46,6 +46,8 @@ import os
 import threading
 import time
 
+from herd.proto.timing import process_started
+
 SUBMIT_ENV = "HERD_SUBMIT_UNIX"
 SPEC_ENV = "HERD_ENV_SPEC"  # the env's spec as `herd submit` built it: the driver builds no env
 SENT_ENV = "HERD_SUBMIT_SENT_UNIX"  # when `herd submit` handed the job to Ray
@@ -62,19 +64,6 @@ GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "prepare_cpu_
 means) and its update stream's longest pauses (learner/update_gaps.py: in the first 90 s after
 the first update, and over the whole run) that summary.json's "startup" carries after the
 phases: one list for the driver and bench/startup.py (both torch-free, so not their modules)."""
-
-
-def process_started() -> float | None:
-    """When this process began (unix time; Linux /proc, None elsewhere): what came before its
-    first line of Python (Ray forking a worker, the interpreter's start) counts too."""
-    try:
-        with open("/proc/self/stat") as f:
-            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-        return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def spec_to_env(env_id: str, spec: dict) -> str:

@@ -71,7 +71,7 @@ class Learner:
                  latest: str | None = None):
         """`checkpoint`: where to start from (a resumed job). `latest`: where this job saves its
         own checkpoints; when one is there (a restart after a crash), it wins over `checkpoint`."""
-        from herd.startup import process_started
+        from herd.proto.timing import process_started
 
         # the start-up timeline's learner_* phases (cluster/startup.py), this process's clock
         self.startup_unix = {"process": process_started(), "init": time.time()}

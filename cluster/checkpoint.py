@@ -1,0 +1,73 @@
+"""A run's checkpoint read back: where model.pt is, the env it was trained on, its tensors
+(never anything that unpickling would run) and the policy it holds, packed as the learner
+published it. `herd evaluate`, `herd export`, `herd.load_policy` and `herd submit --resume`
+read checkpoints through these."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from herd.actors.config import EnvConfig
+from herd.actors.envs import describe, make_env
+
+
+class CheckpointRefused(ValueError):
+    """A model.pt that is not a plain tensor checkpoint (it would run code if unpickled)."""
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """runs/<job> or runs/<job>/checkpoint -> the directory holding model.pt."""
+    p = Path(path)
+    for cand in (p, p / "checkpoint"):
+        if (cand / "model.pt").is_file():
+            return cand
+    raise FileNotFoundError(f"{path}: no checkpoint here (expected model.pt or checkpoint/model.pt)")
+
+
+def job_env_config(ckpt: Path) -> EnvConfig:
+    """The env a checkpoint was trained on, from the run's resolved config.yaml beside it."""
+    import yaml
+
+    cfg_file = ckpt.parent / "config.yaml"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{cfg_file} is missing: pass --env ENV_ID")
+    return EnvConfig(**yaml.safe_load(cfg_file.read_text())["env"])
+
+
+def load_checkpoint(ckpt: str | Path) -> dict:
+    """model.pt of a checkpoint directory, on the CPU; CheckpointRefused for a file that holds
+    anything but tensors and plain containers (unpickling it could run code)."""
+    import torch
+
+    path = Path(ckpt) / "model.pt"
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointRefused(f"{path}: refused to load, it holds more than tensors and plain "
+                                f"values (not a Herd checkpoint?): {str(e).splitlines()[0]}") from None
+
+
+def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
+    """A PolicyWeights message rebuilt from a checkpoint: the learner's own SAC, built from the
+    checkpoint's config and loaded from it, packs its actor (layout, observation statistics)
+    exactly as the learner published it to the actors."""
+    from herd.learner.config import LearnerConfig
+    from herd.learner.sac import SAC
+
+    state = load_checkpoint(ckpt)
+    env = make_env(env_cfg)
+    d = describe(env)
+    env.close()
+    obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
+    saved = {k: v for k, v in state.get("config", {}).items() if k in LearnerConfig.model_fields}
+    cfg = LearnerConfig(**{**saved, "device": "cpu"})
+    sac = SAC(cfg, obs_dim, action_dim, d["action_low"], d["action_high"], "cpu")
+    try:
+        sac.load_state_dict(state["sac"])
+    except (RuntimeError, KeyError) as e:  # torch lists every mismatched tensor: keep the first
+        raise ValueError(f"{ckpt}: its networks do not fit {env_cfg.id} (obs {obs_dim}, action "
+                         f"{action_dim}): {str(e).strip().splitlines()[0]}") from None
+    return sac.policy_weights(int(state.get("policy_version", 0)), averaged=True)  # as evaluated
