@@ -145,10 +145,17 @@ def cmd_up(args) -> int:
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         print(f"token auth on: the token is in {os.environ.get('RAY_AUTH_TOKEN_PATH')} (herd uses "
               "it by itself; curl: -H \"Authorization: Bearer $(cat THAT_FILE)\")")
+        print("the dashboard asks for that token once per browser: `herd dashboard` says how")
     else:
         print("herd: warning: RAY_AUTH_MODE=disabled: any local user can run code on this cluster",
               file=sys.stderr)
     return 0
+
+
+def cmd_dashboard(args) -> int:
+    from herd import dashboard
+
+    return dashboard.main(args.address, open_browser=args.open, token=args.token, env=args.env)
 
 
 def cmd_down(args) -> int:
@@ -591,6 +598,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "returns once they are done (herd/preload.py); default: on where a GPU is")
     s.set_defaults(fn=cmd_up)
     sub.add_parser("down", help="stop the Ray cluster `herd up` started (no other)").set_defaults(fn=cmd_down)
+    s = sub.add_parser("dashboard", help="the Ray dashboard's URL and how to log into it")
+    s.add_argument("--open", action="store_true", help="also open it in this machine's web browser")
+    s.add_argument("--token", action="store_true", help="print only the cluster's token (to paste)")
+    s.add_argument("--env", action="store_true", help="print the shell line that makes Ray's CLI "
+                   "use the token: eval \"$(herd dashboard --env)\"")
+    s.set_defaults(fn=cmd_dashboard)
     s = sub.add_parser("submit", help="submit a training job (a Ray Job)")
     s.add_argument("config")
     s.add_argument("--follow", action="store_true", help="show live progress until it ends")
