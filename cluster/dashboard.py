@@ -82,8 +82,8 @@ def env_lines(where: str) -> list[str]:
 
 def tunnel_hint(url: str) -> str:
     port = urlsplit(url).port or 80
-    return (f"From another machine: ssh -N -L {port}:127.0.0.1:{port} USER@THIS_HOST, then open "
-            f"http://127.0.0.1:{port} there and log in the same way.")
+    return (f"From another machine: ssh -N -L {port}:127.0.0.1:{port} USER@THIS_HOST\n"
+            f"then open http://127.0.0.1:{port} there and log in the same way.")
 
 
 def login_text(url: str, mode: str, where: str | None) -> str:
@@ -93,14 +93,14 @@ def login_text(url: str, mode: str, where: str | None) -> str:
         lines.append(f"No login: this cluster runs without token auth (authentication mode {mode}).")
     else:
         lines += [
-            "Log in once per browser (Ray keeps the login in a cookie for 30 days): paste this",
-            f"cluster's token into the \"Authentication Token Required\" box. It is in {where};",
-            "`herd dashboard --token` prints it.",
+            "Log in once per browser (the login lasts 30 days): paste this cluster's token into",
+            "the \"Authentication Token Required\" box. `herd dashboard --token` prints it; it is in",
+            f"{where}.",
             "Ray's own CLI (`ray get-auth-token`, `ray job list`) finds it after",
             f"  {env_lines(where)[0]}",
-            "(or `eval \"$(herd dashboard --env)\"`). Not `ray get-auth-token --generate`: that writes",
-            f"{USER_RAY_TOKEN}, another token, which turns token auth on for every Ray cluster",
-            "this user starts later.",
+            "(the line `herd dashboard --env` prints). Not `ray get-auth-token --generate`: it writes",
+            f"{USER_RAY_TOKEN}, another token, and every Ray cluster this user starts later turns",
+            "token auth on.",
         ]
     if local.is_loopback_host(urlsplit(url).hostname or ""):
         lines.append(tunnel_hint(url))
