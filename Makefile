@@ -72,10 +72,10 @@ offline-wheels: ## wheelhouse/: Herd's wheel (committed HEAD) and its locked dep
 	bash deploy/offline-wheels.sh $(or $(WHEELHOUSE),wheelhouse)
 
 docs: setup ## the docs site into site/ (strict: a broken link or a missing page fails)
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: setup ## the docs site on http://127.0.0.1:8000, rebuilt on every change
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 docs-gen: setup ## regenerate docs/configuration.md, docs/cli.md, docs/performance.md and README's figures from the code and bench/results
 	$(BIN)/python docs/_gen/generate.py

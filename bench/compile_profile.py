@@ -19,7 +19,7 @@ with machine, torch, command. The timers nest (a frame's compile holds its backe
 inductor's codegen), so they do not add up; the table prints the largest.
 
 In a job the same compile runs on a thread beside the training thread and 15 busy actors
-(cold compile + capture took 58-79 s on the H200 in sessions 16-17): the gap between that and
+(cold compile + capture took 58-79 s on the H200 + 16 cores, 2026-12-02/03, bench/results/humanoid-final-mse-ema-*): the gap between that and
 this tool's cold prepare_s is what the job's company costs.
 """
 

@@ -223,7 +223,7 @@ WARMING = "warming"
 """A file in PRELOAD_DIR_ENV while `herd up` waits: only workers that start meanwhile (the ones
 Ray prestarts) preload. Workers started later for a job (its supervisor, actors beyond the
 prestarted ones) take work bare: on the GPU box, preloading in every worker made the driver
-start 3 s later and the actors 2.5 s later (session 17, startup-preload-wait-nvidia-h200.json)."""
+start 3 s later and the actors 2.5 s later (2026-12-03, startup-preload-wait-nvidia-h200.json)."""
 
 
 def preload_default(dev: Path = Path("/dev"),
@@ -232,7 +232,7 @@ def preload_default(dev: Path = Path("/dev"),
     machine shows an NVIDIA GPU to its processes (a /dev/nvidia<N> node, as CUDA needs, or the
     driver's /proc list). There the learner's torch + CUDA import sat on the first update's
     path: cold Humanoid first update 8.79 s preloaded against 13.25 s bare, median of 3 each
-    (session 18, startup-warming-nvidia-h200.json). On the 2-core CPU box it cost 0.3 s (4.03
+    (2026-12-03, startup-warming-nvidia-h200.json). On the 2-core CPU box it cost 0.3 s (4.03
     against 3.70 s, startup-preload-warming-x86-64.json), so off there."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):

@@ -172,7 +172,7 @@ def run(config: str, grid_items: list[str], seeds: list[int], seconds: float, co
 
 class TrialBooks:
     """The sweep's records, written to `path` again as each trial ends (with --append's earlier
-    ones), so that a sweep cut short (a GPU call's time limit) keeps the trials it finished."""
+    ones), so that a sweep cut short (a machine's time limit) keeps the trials it finished."""
 
     def __init__(self, path: Path, keys: list[str], earlier: list[dict], header: dict):
         self.path, self.keys, self.earlier, self.header = path, keys, earlier, header

@@ -1,5 +1,5 @@
 """bench/ablation.py's table from bench/humanoid.py records, and bench/humanoid.py's --no-full /
---append pieces (the ablation split over GPU calls)."""
+--append pieces (the ablation split over several runs)."""
 
 import json
 import subprocess

@@ -318,8 +318,8 @@ def test_compose_cluster(tmp_path):
             gpng = tmp_path / "grafana.png"
             gdom = chromium_dom(f"http://127.0.0.1:{ports['GRAFANA_PORT']}/d/{dash['uid']}/herd?orgId=1&from=now-5m&kiosk", gpng, 30000)
             assert "No data" not in gdom and all(p["title"] in gdom for p in dash["panels"]), "Grafana's Herd panels did not render with data"
-        if os.environ.get("HERD_SAVE_SCREENSHOT"):  # the README's pictures
-            shutil.copy(png, ROOT / "deploy/prometheus-screenshot.png")
+        if os.environ.get("HERD_SAVE_SCREENSHOT"):  # the docs' pictures
+            shutil.copy(png, ROOT / "docs/img/prometheus.png")
             if grafana:
                 shutil.copy(gpng, ROOT / "deploy/grafana/screenshot.png")
 

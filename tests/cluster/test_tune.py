@@ -111,7 +111,7 @@ def test_a_trial_that_made_no_update_is_an_error_that_says_why():
 
 
 def test_each_finished_trial_is_written_at_once_so_a_cut_sweep_keeps_it(tmp_path):
-    """A GPU call's time limit can end `herd tune` mid-grid: what finished is already on disk."""
+    """A machine's time limit can end `herd tune` mid-grid: what finished is already on disk."""
     from types import SimpleNamespace
 
     key = "learner.batch_size"
