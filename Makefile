@@ -63,7 +63,7 @@ proto: setup ## regenerate the gRPC stubs from proto/herd.proto (generated as he
 	rm -rf .protogen
 
 lint: setup
-	$(BIN)/ruff check cluster learner actors proto tests bench
+	$(BIN)/ruff check cluster learner actors proto tests bench docs
 
 clean:
 	rm -rf runs .pytest_cache site wheelhouse

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import re
 import textwrap
 import types
@@ -33,7 +34,7 @@ def field_docs(cls: type[BaseModel]) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         body = tree.body[0].body
-        for node, nxt in zip(body, body[1:]):
+        for node, nxt in itertools.pairwise(body):
             if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                     and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
                     and isinstance(nxt.value.value, str)):

@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from docs._gen.cli_ref import cli_md  # noqa: E402
-from docs._gen.config_ref import configuration_md  # noqa: E402
-from docs._gen.performance import headline_md, performance_md  # noqa: E402
+from docs._gen.cli_ref import cli_md
+from docs._gen.config_ref import configuration_md
+from docs._gen.performance import headline_md, performance_md
 
-MARKERS = re.compile(r"(<!-- headline -->\n)(?:.*?\n)?(<!-- /headline -->)", re.S)
+MARKERS = re.compile(r"(<!-- headline -->\n)(?:.*?\n)?(<!-- /headline -->)", re.DOTALL)
 WITH_HEADLINE = ["README.md", "docs/index.md"]
 
 

@@ -39,23 +39,23 @@ KINDS = [
      ["env", "target_actors", "actors", "stepping", "env_steps_per_s", "updates_per_s", "policy_lag",
       "reconnects_total", "refused_actors"]),
     (r"actors-|actor-cost-", "Env actors",
-     "Env steps/s of Herd's actors against a plain gymnasium loop with the same policy "
-     "(`bench/actors.py`), and CPU per env step (`bench/actor_cost.py`).",
+     ("Env steps/s of Herd's actors against a plain gymnasium loop with the same policy "
+      "(`bench/actors.py`), and CPU per env step (`bench/actor_cost.py`)."),
      ["actors", "envs_per_actor", "variant", "policy", "mode", "env_steps_per_s", "ceiling_steps_per_s",
       "ratio_to_ceiling", "cpu_us_per_step", "updates_per_s", "push_latency_ms"]),
     (r"ingest-|wire-", "Ingest and the wire",
-     "gRPC into the replay buffer while the learner trains (`bench/ingest.py`); encoding cost of a "
-     "batch (`bench/wire.py`).",
+     ("gRPC into the replay buffer while the learner trains (`bench/ingest.py`); encoding cost of a "
+      "batch (`bench/wire.py`)."),
      ["what", "phase", "senders", "batch", "target_per_s", "transitions_per_s", "updates_per_s",
       "interference_pct", "rows", "bytes", "cpu_us_per_row", "counts_agree"]),
     (r"humanoid-|curve-|tasks|family-|rllib-|ema", "Learning curves",
-     "Evaluation return against wall-clock from `herd submit` (`bench/humanoid.py`); RLlib's SAC "
-     "(`bench/rllib_baseline.py`) as a yardstick.",
+     ("Evaluation return against wall-clock from `herd submit` (`bench/humanoid.py`); RLlib's SAC "
+      "(`bench/rllib_baseline.py`) as a yardstick."),
      ["variant", "env", "seed", "framework", "actors", "first_update_s", "seconds_to_5000", "updates_to_5000",
       "seconds_to_10000", "best_eval_return", "final_eval_return", "updates_per_s", "env_steps_per_s"]),
     (r"ablation-|dips-|support-|sweep-", "Learner variants side by side",
-     "Several jobs on one machine at once, each a variant of the config or a point of a grid "
-     "(`bench/humanoid.py --arm/--ablate`, `herd tune`).",
+     ("Several jobs on one machine at once, each a variant of the config or a point of a grid "
+      "(`bench/humanoid.py --arm/--ablate`, `herd tune`)."),
      ["variant", "seed", "parallel", "batch", "replay_ratio", "learner.batch_size", "learner.replay_ratio",
       "seconds_to_5000", "updates_to_5000", "best_eval_return", "final_eval_return", "eval_return",
       "updates_per_s"]),
@@ -173,8 +173,9 @@ def headline_md() -> str:
          f"within {budget} s)", f"{n} cold seeds", f0, "humanoid-final-fast-s*"),
         ("First update after `herd submit`", _span([r["first_update_s"] for r in finals], "{:.1f}"),
          "cold, preloaded cluster", f0, "humanoid-final-fast-s*"),
-        ("Actors on one learner", f"{fanin['clients']:,} clients, {fanin['stalled']} stalled, "
-         f"{fanin['transitions_per_s']:,} transitions/s flat out", "synthetic gRPC actors", fanin,
+        ("Actors on one learner", (f"{fanin['clients']:,} clients, {fanin['stalled']} stalled, "
+                                   f"{fanin['transitions_per_s']:,} transitions/s flat out"),
+         "synthetic gRPC actors", fanin,
          "fanin-1000-ip4-*"),
         ("Live scale of a running job", " → ".join(str(r["stepping"]) for r in scale) + " env actors, "
          "all stepping", scale[0]["env"], scale[0], "scale-*"),

@@ -29,9 +29,10 @@ def test_committed_page_matches_its_source(rel):
 
 
 def test_every_config_field_and_command_is_documented():
+    from pydantic import BaseModel
+
     from herd.cli import build_parser
     from herd.config import JobConfig
-    from pydantic import BaseModel
 
     page = (ROOT / "docs/configuration.md").read_text()
 
