@@ -320,7 +320,7 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
     record = {
         **info, "env": cfg["env"]["id"], "job": job, "config_file": config, "config": cfg,
         "seed": seed, "cold": cold,
-        # issue "Start in seconds"'s flat keys (the whole timeline stays in `startup`)
+        # the start-up milestones as flat keys (the whole timeline stays in `startup`)
         **{k: startup.get(k) for k in ("first_update_s", "actors_ready_s", "first_compiled_update_s",
                                        "startup_update_gap_s")},
         **{k: learner_cfg.get(k) for k in ALGO_KEYS},

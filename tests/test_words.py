@@ -20,6 +20,7 @@ TEXT_PATTERNS = {
     r"\b[Ss]essions [0-9]+[-–][0-9]+": "a range of working sessions",
     r"\b[Rr]ounds? [0-9]+": "a numbered round of development",
     r"\b[Ii]ssues? [0-9]+": "this project's own issue numbers",
+    r"\b[Ii]ssues? \"": "this project's own issue titles",
     r"\b(device|GPU|GPU-box) (tool|calls?|run)\b": "the tooling that ran the GPU jobs",
     r"\bGPU session\b": "the tooling that ran the GPU jobs",
     r"\.\./shared": "a path outside the repository",
@@ -66,10 +67,13 @@ def read_text(path: Path) -> str | None:
 
 def test_patterns_catch_what_they_are_for():
     lab = ("Measured in session 22 (round 3, see issue 14) via the device tool; my reading: fine. "
+           'Issue "Start in seconds" asks for it. '
+
            "Next call: the ablation. I measured 3 s. Copy ../shared/device/x.sh.")
     found = {why for _, _, why in find(lab)}
     assert {"a numbered working session", "a numbered round of development",
-            "this project's own issue numbers", "the tooling that ran the GPU jobs",
+            "this project's own issue numbers", "this project's own issue titles",
+            "the tooling that ran the GPU jobs",
             "a first-person lab note", "a queue of runs to come",
             "a path outside the repository"} <= found
     assert find("Stable-Baselines3 #1936; a batch queued on the stream; the gRPC session's id;"

@@ -20,13 +20,13 @@ from herd.config import parse_config
 
 def test_every_ablation_switches_its_piece_off_in_a_valid_config():
     base = yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text())
-    full = parse_config(base).learner
+    full = parse_config(base).learner.algorithm
     assert (full.critic_arch, full.critic_loss, full.obs_norm, full.reward_norm, full.n_step) == (
         "residual", "mse", True, True, 3)  # the family the pieces are switched in
     seen = {}
     for name, overrides in variants("all")[1:]:
         cfg = parse_config(apply_overrides(yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text()),
-                                           [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner
+                                           [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner.algorithm
         seen[name] = cfg
     assert seen["-residual"].critic_arch == seen["-residual"].actor_arch == "mlp"
     assert seen["+c51"].critic_loss == "c51" and not seen["-obs_norm"].obs_norm
@@ -80,19 +80,19 @@ def test_each_evaluation_carries_the_training_statistics_logged_before_it(tmp_pa
 def test_an_arm_is_a_named_variant_with_set_overrides_and_a_bad_one_is_refused():
     from bench.humanoid import parse_arm
 
-    name, overrides = parse_arm("ema:learner.actor_ema=0.001; learner.actor_lr=0.0001")
-    assert name == "ema" and overrides == {"learner.actor_ema": 0.001, "learner.actor_lr": 0.0001}
+    name, overrides = parse_arm("ema:learner.algorithm.actor_ema=0.001; learner.algorithm.actor_lr=0.0001")
+    assert name == "ema" and overrides == {"learner.algorithm.actor_ema": 0.001, "learner.algorithm.actor_lr": 0.0001}
     cfg = parse_config(apply_overrides(yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text()),
-                                       [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner
+                                       [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner.algorithm
     assert cfg.actor_ema == 0.001 and cfg.actor_lr == 1e-4
     for bad in ("ema", "ema:", ":learner.tau=0.1", "full:learner.tau=0.1", "c51:learner.tau=0.1",
-                "ema:learner.tau"):
+                "ema:learner.algorithm.tau"):
         with pytest.raises(SystemExit, match="--arm"):
             parse_arm(bad)
 
 
 def test_a_run_s_record_carries_the_start_up_s_flat_keys(tmp_path) -> None:
-    """Issue "Start in seconds"'s flat keys, from summary.json's startup (which stays whole)."""
+    """The start-up milestones as flat keys, from summary.json's startup (which stays whole)."""
     import json
 
     from bench.humanoid import record_of

@@ -1,4 +1,4 @@
-"""Many actors on one learner (issue 14): 200 synthetic actors (bench/fanin.py's, each with its
+"""Many actors on one learner: 200 synthetic actors (bench/fanin.py's, each with its
 own channel, handshake, push stream and weights stream) against a real learner on the CPU, all
 served with the books exact and no thread per stream; past learner.max_actors a handshake is
 refused at once with RESOURCE_EXHAUSTED, counted, and said in the actor's log.

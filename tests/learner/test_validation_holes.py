@@ -1,4 +1,4 @@
-"""The holes an adversarial client found (issue 14), each answered with its code on a real
+"""The holes an adversarial client found, each answered with its code on a real
 learner's port and the buffer untouched; the well-formed neighbours of each bad input pass.
 
 - policy_version above the newest published: taken, clamped for the lag (never a negative lag);
