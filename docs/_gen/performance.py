@@ -98,6 +98,11 @@ def cell(v) -> str:
     return str(v).replace("|", "\\|")
 
 
+def value(r: dict, key: str):
+    """A flat field, or the same name inside the record's start-up timeline (older records)."""
+    return r[key] if key in r else (r.get("startup") or {}).get(key)
+
+
 def machine(r: dict) -> str:
     cores = f" + {r['cores']} cores" if r.get("cores") else ""
     return f"{r.get('machine', '?')}{cores}"
@@ -110,7 +115,7 @@ def pngs_of(stem: str) -> list[str]:
 
 def file_block(path: Path, columns: list[str]) -> list[str]:
     recs = load(path)
-    cols = [c for c in columns if any(c in r for r in recs)]
+    cols = [c for c in columns if any(value(r, c) is not None for r in recs)]
     dates = sorted({r.get("date", "?") for r in recs})
     machines = sorted({machine(r) for r in recs})
     torches = sorted({r.get("torch") for r in recs if r.get("torch")})
@@ -122,7 +127,7 @@ def file_block(path: Path, columns: list[str]) -> list[str]:
         out += ["```", *commands, "```", ""]
     if cols:
         out += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        out += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in recs]
+        out += ["| " + " | ".join(cell(value(r, c)) for c in cols) + " |" for r in recs]
         out.append("")
     for png in pngs_of(path.stem):
         out += [f"![{png}](results/{png})", ""]
