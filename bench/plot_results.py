@@ -1,6 +1,7 @@
-"""Herd's Humanoid curves (every humanoid*-<machine>.json) and RLlib's on one plot.
+"""Herd's Humanoid curves (the committed config's cold runs, humanoid-final-fast-s*-<machine>.json)
+and RLlib's on one plot.
 
-    python bench/plot_results.py [--machine nvidia-h200]
+    python bench/plot_results.py [--machine nvidia-h200] [--runs 'humanoid-final-fast-s*']
     python bench/plot_results.py --family   # the learner family's seeds beside plain SAC's run
 """
 
@@ -15,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.humanoid import plot
 
 RESULTS = Path(__file__).resolve().parent / "results"
+RUNS = "humanoid-final-fast-s*"
 
 
 def label(record: dict) -> str:
@@ -28,17 +30,19 @@ def label(record: dict) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--machine", default="nvidia-h200")
+    p.add_argument("--runs", default=RUNS, help="which bench/results files to plot (a glob, less "
+                   "the -<machine>.json tail)")
     p.add_argument("--family", action="store_true",
                    help="humanoid-family-s*-<machine>.json beside plain SAC's humanoid-<machine>.json")
     args = p.parse_args()
     if args.family:
         return plot_family(args.machine)
     curves = []
-    for path in sorted(RESULTS.glob(f"humanoid*-{args.machine}.json"), reverse=True):
+    for path in sorted(RESULTS.glob(f"{args.runs}-{args.machine}.json")):
         record = json.loads(path.read_text())[0]
-        curves.append((label(record), record["evaluations"]))
+        curves.append((f"seed {record['seed']}: {label(record)}", record["evaluations"]))
     if not curves:
-        print(f"no humanoid*-{args.machine}.json in {RESULTS}: nothing to plot")
+        print(f"no {args.runs}-{args.machine}.json in {RESULTS}: nothing to plot")
         return 1
     title = f"Humanoid-v5 on {record['machine']}: Herd"
     rllib_path = RESULTS / f"rllib-{args.machine}.json"

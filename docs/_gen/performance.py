@@ -67,6 +67,17 @@ KINDS = [
      ["cli", "median_s", "calls", "config"]),
 ]
 
+# Plots drawn from several files (bench/plot_results.py): the section they join, the command that
+# draws them, and the files they are drawn from.
+COMPOSITES = {
+    "humanoid-vs-rllib-nvidia-h200.png": (
+        "Humanoid-v5 from `herd submit`: `configs/humanoid.yaml`", "python bench/plot_results.py",
+        ["humanoid-final-fast-s*-nvidia-h200.json", "rllib-nvidia-h200.json"]),
+    "humanoid-family-vs-plain-nvidia-h200.png": (
+        "Learning curves", "python bench/plot_results.py --family",
+        ["humanoid-family-s*-nvidia-h200.json", "humanoid-nvidia-h200.json"]),
+}
+
 
 def load(path: Path) -> list[dict]:
     data = json.loads(path.read_text())
@@ -134,6 +145,21 @@ def file_block(path: Path, columns: list[str]) -> list[str]:
     return out
 
 
+def composite_blocks(section: str) -> list[str]:
+    out = []
+    for png, (where, command, sources) in COMPOSITES.items():
+        files = sorted(f for pattern in sources for f in RESULTS.glob(pattern))
+        if where != section or not files or not (RESULTS / png).exists():
+            continue
+        recs = [r for f in files for r in load(f)]
+        dates = sorted({r.get("date", "?") for r in recs})
+        machines = sorted({machine(r) for r in recs})
+        out += [f"### `{png}`", "", f"{', '.join(dates)} · {', '.join(machines)} · drawn from "
+                + ", ".join(f"`{f.name}`" for f in files), "", "```", command, "```", "",
+                f"![{png}](results/{png})", ""]
+    return out
+
+
 def performance_md() -> str:
     files = sorted(RESULTS.glob("*.json"))
     by_kind: dict[int, list[Path]] = {}
@@ -149,7 +175,7 @@ def performance_md() -> str:
     for k, (_, title, what, columns) in enumerate(KINDS):
         if k not in by_kind:
             continue
-        out += [f"## {title}", "", what, ""]
+        out += [f"## {title}", "", what, "", *composite_blocks(title)]
         for f in sorted(sorted(by_kind[k]), key=newest, reverse=True):  # newest first, then by name
             out += file_block(f, columns)
     return "\n".join(out).rstrip() + "\n"
