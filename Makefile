@@ -15,6 +15,7 @@ $(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c requirements.lock -e '.[all,dev]'
+	$(BIN)/python -m herd.editable  # a script beside the clone's folder `herd` imports Herd, not the folder
 	touch $@
 
 lock: ## re-resolve pyproject.toml's dependencies in a throwaway venv and pin them in requirements.lock
@@ -50,7 +51,7 @@ demo: cluster-up ## the demo job: InvertedPendulum-v5 to a return of 900 on 2 CP
 test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU), the docs site's strict build included
 	$(BIN)/python -m pytest -q -ra --durations=12
 
-test-fast: setup ## the tests that start no Ray cluster: seconds, for the inner loop
+test-fast: setup ## the inner loop: the suite less the tests that start a Ray cluster, Docker or a fresh venv
 	$(BIN)/python -m pytest -q -x -m 'not cluster and not soak'
 
 soak: setup ## bounded fault-injection soak run
