@@ -7,6 +7,7 @@ and bounds, its default, and the docstring written under it in the source.
 from __future__ import annotations
 
 import ast
+import html
 import inspect
 import itertools
 import re
@@ -111,11 +112,18 @@ def anchor(name: str) -> str:
 
 
 def escape(text: str) -> str:
-    """Markdown table cell: one line, pipes escaped, angle brackets shown (outside code spans)."""
+    """Markdown table cell: one line, pipes escaped, angle brackets shown. A code span holding a
+    pipe becomes HTML, since a table keeps the backslash of an escaped pipe inside backticks."""
     parts = " ".join(text.split()).split("`")
-    for i in range(0, len(parts), 2):  # even parts are outside backticks
-        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return "`".join(parts).replace("|", "\\|")
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:  # outside backticks
+            out.append(html.escape(part, quote=False).replace("|", "\\|"))
+        elif "|" in part:
+            out.append("<code>" + html.escape(part, quote=False).replace("|", "&#124;") + "</code>")
+        else:
+            out.append(f"`{part}`")
+    return "".join(out)
 
 
 def walk(model: type[BaseModel], path: str, seen: list[tuple[str, type[BaseModel]]]) -> None:
