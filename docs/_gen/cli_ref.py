@@ -74,7 +74,10 @@ def cli_md() -> str:
            "prints what follows for one command.", "",
            "| command | what it does |", "|---|---|"]
     out += [f"| [`herd {name}`](#herd-{name}) | {escape(helps.get(name) or '')} |" for name in subs.choices]
-    out += ["", "## Options of every command", "", *table(parser._actions)]
+    out += ["", "Exit codes: 0 done; 2 a mistake or a cluster state to fix (one line on stderr: an unknown",
+            "job, no cluster, a bad value); 3 the job exists but has no controller (still starting, or",
+            "ended: the line says which and why); 130 Ctrl-C (a job you were following goes on).",
+            "", "## Options of every command", "", *table(parser._actions)]
     for name, sub in subs.choices.items():
         out += [f"## herd {name}", "", escape(helps.get(name) or ""), "",
                 "```", usage(sub), "```", "", *table(sub._actions)]
