@@ -21,3 +21,11 @@ def test_strict_build(tmp_path):
         assert (site / page).is_file(), page
     plots = {p.name for p in (ROOT / "bench/results").glob("*.png")}
     assert plots and plots <= {p.name for p in (site / "results").glob("*.png")}
+
+
+def test_readme_is_a_front_door():
+    """At most 250 lines; the own-robot example and the docs one click away."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    for target in ("docs/own-robot.md", "examples/myrobot", "docs/cli.md", "docs/configuration.md"):
+        assert target in text, target
