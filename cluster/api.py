@@ -107,7 +107,11 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
            working_dir: str | Path | None = None, py_modules: Iterable[str | Path] = (),
            resume: str | Path | None = None, actor_resources: dict | None = None) -> Job:
     """Submit the YAML job `config` to the Ray cluster at `address` (default: $HERD_DASHBOARD_URL
-    or the local `herd up` cluster), as `herd submit` does; the arguments are its flags."""
+    or the local `herd up` cluster), as `herd submit` does; the arguments are its flags. A
+    relative `config` is looked for from the current directory, then in Herd's source tree (a
+    clone's configs/ and examples/). What `herd submit` warns of comes as a UserWarning."""
+    import warnings
+
     from herd.cli import submit_job
 
     local.align_auth_mode()  # as the CLI: the token and address of the cluster `herd up` started
@@ -118,7 +122,8 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
         py_modules=[str(m) for m in py_modules], resume=None if resume is None else str(resume),
         actor_resources=None if actor_resources is None else json.dumps(actor_resources))
     try:
-        client, job_id, run_dir, _ = submit_job(args)
+        client, job_id, run_dir, _ = submit_job(
+            args, warn=lambda line: warnings.warn(line.removeprefix("warning: "), stacklevel=4))
     except (UserError, local.NotAuthorized, ConnectionError) as e:
         raise HerdError(str(e).strip().splitlines()[0]) from None
     return Job(job_id, run_dir, client, address)

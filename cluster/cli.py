@@ -26,6 +26,12 @@ class UserError(Exception):
     """A mistake, or a state of the cluster or job the user must know: one line, exit 2."""
 
 
+def no_cluster(url: str) -> UserError:
+    """What every command that needs a cluster says when there is none."""
+    return UserError(f"no Herd cluster running (no Ray dashboard answers at {url}): start one with "
+                     "`herd up`, or point --address / HERD_DASHBOARD_URL at yours")
+
+
 class NotRunning(Exception):
     """The job exists but has no controller (starting, or ended): one line, exit 3."""
 
@@ -35,8 +41,7 @@ def job_client(args, rest: bool = False):
     calls a submit and a followed job make, without importing Ray."""
     url = dashboard_url(args)
     if not local.dashboard_up(url):
-        raise UserError(f"no Ray dashboard at {url}; start a cluster with `herd up` "
-                        "(or point --address / HERD_DASHBOARD_URL at yours)")
+        raise no_cluster(url)
     if rest:
         from herd.jobs_rest import RestJobClient
 
@@ -110,6 +115,9 @@ def controller(args, job_id: str):
     info = job_rest(args, job_id)
     if info is not None and info["status"] != "RUNNING":
         raise not_running(args, job_id, info)
+    if info is None and not os.environ.get("RAY_ADDRESS"):
+        # no dashboard and no address: Ray's "auto" would find no cluster (or another user's)
+        raise no_cluster(dashboard_url(args))
     import ray
 
     from herd.control import NAMESPACE, controller_name
@@ -174,27 +182,35 @@ def cmd_submit(args) -> int:
     from herd.evaluation import CheckpointRefused
 
     try:
-        client, job_id, run_dir, resume = submit_job(args)
+        client, job_id, run_dir, resume = submit_job(args, warn=lambda line: print(f"herd: {line}",
+                                                                                 file=sys.stderr))
     except (ConfigError, EnvError, FileNotFoundError, CheckpointRefused) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
     print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
     print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
     print(f"results:   {run_dir}")
+    print(f"ends:      {stop_rule(load_config_of(args))}")
     if args.follow:
         return follow(client, job_id, run_dir)
     return 0
 
 
-def submit_job(args):
+def submit_job(args, warn=None):
     """`herd submit` and herd.submit: validate, then hand the job to Ray. Returns (client,
-    job id, run directory, resumed checkpoint); raises ConfigError / EnvError / UserError."""
+    job id, run directory, resumed checkpoint); raises ConfigError / EnvError / UserError.
+    `warn(line)` is told what the user should read before the job runs."""
     submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
-    from herd.config import ConfigError, check_env, load_config
+    from herd import usercode
+    from herd.config import ConfigError, check_env
     from herd.tracking import submit_info
 
     runtime_env = user_code(args)
-    cfg = load_config(args.config, args.set or (), seed=args.seed, name=args.name)
+    args.config = str(find_config(args.config))
+    cfg = load_config_of(args)
+    warning = target_from_elsewhere(cfg, args.config, args.set or ())
+    if warning and warn is not None:
+        warn(warning)
     with importable(runtime_env):  # the user's env module, as the cluster will import it
         spec = check_env(cfg)
     from herd.startup import SENT_ENV, SPEC_ENV, spec_to_env
@@ -250,8 +266,72 @@ def submit_job(args):
     # Herd itself is installed on every node (the same version: `pip install herd`, the
     # compose image); only the user's own code travels, by --working-dir / --py-modules
     job_env = {**runtime_env, **({"env_vars": job_vars} if job_vars else {})}
+    quiet_uploads()
     submit_with_retry(client, entrypoint=entry, submission_id=job_id, runtime_env=job_env or None)
+    usercode.record(runs_dir / job_id, runtime_env)  # herd evaluate / export import it from there
     return client, job_id, runs_dir / job_id, resume
+
+
+def find_config(path: str | Path) -> Path:
+    """A config path as given, else (relative, and not found from here) the same path in
+    Herd's source tree (a clone's configs/ and examples/); ConfigError names both places."""
+    from herd.config import ConfigError
+
+    given = Path(path).expanduser()
+    if given.is_file() or given.is_absolute():
+        return given
+    import herd
+
+    source = Path(herd.__file__).resolve().parent.parent  # cluster/.. in a clone
+    if (source / "pyproject.toml").is_file() and (source / given).is_file():
+        return source / given
+    tried = [str(Path.cwd() / given)] + ([str(source / given)] if (source / "pyproject.toml").is_file() else [])
+    raise ConfigError(f"{path}: no such config file (looked for {' and '.join(tried)})")
+
+
+def load_config_of(args):
+    from herd.config import load_config
+
+    return load_config(args.config, args.set or (), seed=args.seed, name=args.name)
+
+
+def stop_rule(cfg) -> str:
+    """What ends the job, in one line: the target (when it stops there) and the budgets."""
+    run = cfg.run
+    budgets = f"run.max_seconds {run.max_seconds:g} s or run.max_env_steps {run.max_env_steps:,}"
+    if run.target_return is None:
+        return f"at {budgets} (no run.target_return)"
+    if run.stop_at_target:
+        return f"at eval return ≥ {run.target_return:g} (run.target_return), else at {budgets}"
+    return (f"at {budgets}; eval returns are reported against {run.target_return:g} "
+            "(run.target_return; run.stop_at_target is off)")
+
+
+def target_from_elsewhere(cfg, config: str, sets) -> str | None:
+    """A warning when run.target_return comes from a config file written for another env
+    than the job's (`--set env.id=...`): a target is a fact of one env."""
+    import yaml
+
+    if cfg.run.target_return is None or any(s.partition("=")[0].strip() == "run.target_return" for s in sets):
+        return None
+    try:
+        file_env = ((yaml.safe_load(Path(config).read_text()) or {}).get("env") or {}).get("id")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    if file_env is None or file_env == cfg.env.id:
+        return None
+    verb = "stops" if cfg.run.stop_at_target else "reports"
+    return (f"warning: run.target_return {cfg.run.target_return:g} comes from {config}, written for "
+            f"{file_env}; this job trains {cfg.env.id} and {verb} at that return: set "
+            "--set run.target_return=R for it (or =null for none)")
+
+
+def quiet_uploads() -> None:
+    """Ray's client logs each package it uploads (--working-dir) at INFO on stdout."""
+    import logging
+
+    for name in ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def user_code(args) -> dict:
@@ -279,11 +359,9 @@ class importable:
     parent), for the duration of the local env check."""
 
     def __init__(self, runtime_env: dict):
-        paths = [runtime_env["working_dir"]] if "://" not in runtime_env.get("working_dir", "://") else []
-        for m in runtime_env.get("py_modules", []):
-            if "://" not in m:
-                paths.append(m if m.endswith((".whl", ".zip")) else str(Path(m).parent))
-        self.paths = paths
+        from herd.usercode import search_paths
+
+        self.paths = search_paths(runtime_env)
 
     def __enter__(self):
         sys.path[:0] = self.paths
@@ -364,8 +442,10 @@ def submit_with_retry(client, wait_s: float = 90.0, **kwargs) -> None:
 
 
 def follow(client, job_id: str, run_dir: Path) -> int:
+    global _following
     from herd.live import follow_job
 
+    _following = job_id
     return follow_job(client, job_id, run_dir)
 
 
@@ -441,6 +521,10 @@ def on_endpoint(args, call):
 def cmd_scale(args) -> int:
     if args.actors < 0:
         raise UserError(f"--actors must be 0 or more, got {args.actors}")
+    if args.actors == 0 and not zero_actors_allowed(job_rest(args, args.job)):
+        raise UserError(f"--actors 0 would leave {args.job} idle (nothing steps, nothing trains): use 1 "
+                        f"or more, or `herd stop {args.job}` (a job whose config sets "
+                        "run.start_without_actors: true may scale to 0)")
     out = on_endpoint(args, lambda ep: ep.scale(args.actors))
     if out is None:
         import ray
@@ -453,6 +537,24 @@ def cmd_scale(args) -> int:
                  f"{out['cpus_free']:g} free): they start when CPUs free up or nodes join")
     print(line)
     return 0
+
+
+def zero_actors_allowed(info: dict | None) -> bool:
+    """Whether the job's config (runs/<job>/config.yaml, found through its driver's --runs-dir)
+    sets run.start_without_actors; False where that cannot be read."""
+    import shlex
+
+    import yaml
+
+    argv = shlex.split((info or {}).get("entrypoint") or "")
+    if "--runs-dir" not in argv or "--job-id" not in argv:
+        return False
+    run_dir = Path(argv[argv.index("--runs-dir") + 1]) / argv[argv.index("--job-id") + 1]
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError, IndexError):
+        return False
+    return bool((cfg.get("run") or {}).get("start_without_actors"))
 
 
 def cmd_stop(args) -> int:
@@ -473,16 +575,22 @@ def cmd_stop(args) -> int:
     return 0
 
 
+ANSI = r"\x1b\[[0-9;?]*[ -/]*[@-~]"  # colour and cursor codes (Ray's worker prefixes)
+
+
 def cmd_logs(args) -> int:
+    import re
+
     client, _ = job_info(args, args.job)
+    plain = (lambda text: re.sub(ANSI, "", text)) if not sys.stdout.isatty() else (lambda text: text)
     if not args.follow:
-        print(client.get_job_logs(args.job), end="")
+        print(plain(client.get_job_logs(args.job)), end="")
         return 0
     import asyncio
 
     async def tail():
         async for lines in client.tail_job_logs(args.job):
-            print(lines, end="", flush=True)
+            print(plain(lines), end="", flush=True)
 
     asyncio.run(tail())
     return 0
@@ -493,16 +601,17 @@ def cmd_evaluate(args) -> int:
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be 1 or more, got {args.episodes}")
-
+    working_dir = existing_dir("--working-dir", args.working_dir)
     try:
         out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
-                                  seed=args.seed)
+                                  seed=args.seed, working_dir=working_dir)
     except (FileNotFoundError, ValueError, CheckpointRefused) as e:
-        print(f"herd: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"herd: {first_line_with_hint(e)}", file=sys.stderr)
         return 2
     except RenderUnavailable as e:
         print(f"herd: no video: {e}. Evaluating without one.", file=sys.stderr)
-        out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, seed=args.seed)
+        out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, seed=args.seed,
+                                  working_dir=working_dir)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -520,12 +629,27 @@ def cmd_export(args) -> int:
     from herd.export import ExportUnavailable, export_policy, sidecar
 
     try:
-        out = export_policy(args.path, args.format, args.out, best=args.best)
+        out = export_policy(args.path, args.format, args.out, best=args.best,
+                            working_dir=existing_dir("--working-dir", args.working_dir))
     except (FileNotFoundError, ValueError, CheckpointRefused, ExportUnavailable) as e:
-        print(f"herd: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"herd: {first_line_with_hint(e)}", file=sys.stderr)
         return 2
     print(f"wrote {out} and {sidecar(out)} (`herd evaluate {out}` runs it; herd.load_policy loads it)")
     return 0
+
+
+def existing_dir(flag: str, path: str | None) -> str | None:
+    if path and not Path(path).expanduser().is_dir():
+        raise UserError(f"{flag} {path}: no such directory")
+    return path
+
+
+def first_line_with_hint(e: Exception) -> str:
+    """An error's first line; an env package that cannot be imported says how to name it."""
+    line = str(e).strip().splitlines()[0]
+    if "env.module" in line and "cannot be imported" in line:
+        line += ": pass --working-dir DIR, the folder that holds it (as `herd submit` got)"
+    return line
 
 
 def cmd_precompile(args) -> int:
@@ -670,6 +794,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--video", metavar="OUT.mp4",
                    help="record the episodes (needs MUJOCO_GL=egl or osmesa and imageio-ffmpeg)")
     s.add_argument("--env", help="env id (default: the run's config.yaml)")
+    s.add_argument("--working-dir", metavar="DIR", help="the folder holding the env's own package "
+                   "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")
     s.add_argument("--seed", type=int, default=10_000)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_evaluate)
@@ -679,16 +805,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--best", action="store_true", help="the best periodic evaluation's policy "
                    "(runs/<job>/best_policy.pb), not the latest checkpoint's")
     s.add_argument("--out", default=None, help="file to write (default runs/<job>/export/policy[-best].EXT)")
+    s.add_argument("--working-dir", metavar="DIR", help="the folder holding the env's own package "
+                   "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")
     s.set_defaults(fn=cmd_export)
     return p
 
 
+_following: str | None = None
+"""The job `herd submit --follow` shows, once it was submitted."""
+
+
 def _leave(signum, frame) -> None:
-    """Ctrl-C in --watch / --follow leaves at once, quietly (the job goes on). A hard exit: a
-    KeyboardInterrupt raised inside Ray's or gRPC's calls was swallowed there or surfaced as
-    another error (seen in CI: a watch that never ended, a follow that exited 1)."""
+    """Ctrl-C in --watch / --follow leaves at once (the job goes on, and a followed one says so).
+    A hard exit: a KeyboardInterrupt raised inside Ray's or gRPC's calls was swallowed there or
+    surfaced as another error (seen in CI: a watch that never ended, a follow that exited 1)."""
     sys.stdout.flush()
     print(file=sys.stderr, flush=True)
+    if _following:
+        print(f"Stopped following; job {_following} keeps running: `herd stop {_following}` stops "
+              f"it, `herd logs {_following} --follow` watches again", file=sys.stderr, flush=True)
     os._exit(130)
 
 

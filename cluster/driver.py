@@ -49,6 +49,9 @@ from herd.tracking import open_wandb, provenance
 IMPORTED = time.time()
 
 REDACTED = "<redacted>"
+RATE_WINDOW_S = 10.0
+"""The rows' rates are over about this many seconds: over one log interval, a job whose replay
+ratio paces its actors' pushes reads 0/s and twice its mean by turns."""
 try:
     from ray.exceptions import ActorUnavailableError
     LEARNER_DOWN = (RayActorError, ActorUnavailableError, GetTimeoutError)
@@ -407,7 +410,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     # rates of the first row count from the counters this learner started with (a resumed
     # job's restored ones), not from zero
     restored = watch.call("status_dict").get("restored") or {}
-    prev = (time.monotonic(), restored.get("received", 0), restored.get("updates", 0))
+    recent = [(time.monotonic(), restored.get("received", 0), restored.get("updates", 0))]
     while True:
         time.sleep(cfg.run.log_every_s)
         st = ray.get(controller.status.remote())
@@ -419,10 +422,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         st = {**st, "learner": ls}
         timeline.observe(st)
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
-            prev = (now, ls["received"], ls["updates"])
+            recent = [(now, ls["received"], ls["updates"])]
         periodic.poll(ls, now)
-        row = progress_row(st, periodic.last_return(), now - start, prev)
-        prev = (now, ls["received"], ls["updates"])
+        row = progress_row(st, periodic.last_return(), now - start, recent[0])
+        recent = [r for r in recent if now - r[0] < RATE_WINDOW_S] + [(now, ls["received"], ls["updates"])]
         metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
                                                 "max_seconds": cfg.run.max_seconds}))

@@ -162,18 +162,22 @@ def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
 
 
 def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None = None,
-                        video: str | None = None, seed: int = 10_000) -> dict:
+                        video: str | None = None, seed: int = 10_000,
+                        working_dir: str | Path | None = None) -> dict:
     """`herd evaluate PATH`: every path herd.export.load_policy reads. With `env_id`, the
-    checkpoint's networks are rebuilt for that env (a run directory without its config.yaml)."""
+    checkpoint's networks are rebuilt for that env (a run directory without its config.yaml).
+    `working_dir`: the folder of the env's own package, as load_policy's."""
+    from herd import usercode
     from herd.export import load_policy
 
     p = Path(path)
     if env_id and (p.is_dir() or p.name == "model.pt"):
         ckpt = resolve_checkpoint(p.parent if p.name == "model.pt" else p)
+        usercode.use([working_dir, *usercode.recorded(ckpt.parent)])
         env_cfg = EnvConfig(id=env_id)
         policy, where = weights_from_checkpoint(ckpt, env_cfg), ckpt
     else:
-        policy = load_policy(p)
+        policy = load_policy(p, working_dir=working_dir)
         env_cfg = EnvConfig(id=env_id) if env_id else policy.env
         where = policy.meta["source"]
     if video:

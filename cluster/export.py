@@ -123,10 +123,16 @@ class OnnxPolicy(Policy):
 
 
 # ---- reading ----
-def load_policy(path: str | Path, best: bool = False, seed: int | None = None) -> Policy:
+def load_policy(path: str | Path, best: bool = False, seed: int | None = None,
+                working_dir: str | Path | None = None) -> Policy:
     """The policy saved or exported at `path` (see the module docstring for what it may be);
     `best`: runs/JOB's best_policy.pb rather than its latest checkpoint. `seed` seeds the noise
-    of act(..., deterministic=False). FileNotFoundError / ValueError say what is wrong."""
+    of act(..., deterministic=False). The env's own package (env.module) is imported from
+    `working_dir`, else from where the run's code came from (herd.usercode). FileNotFoundError
+    / ValueError say what is wrong."""
+    from herd import usercode
+
+    given = [working_dir] if working_dir else []
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{path}: no such file or directory (no checkpoint or policy there)")
@@ -138,9 +144,10 @@ def load_policy(path: str | Path, best: bool = False, seed: int | None = None) -
         from herd.checkpoint import job_env_config, resolve_checkpoint, weights_from_checkpoint
 
         ckpt = resolve_checkpoint(p.parent if p.name == "model.pt" else p)
+        code = usercode.use([*given, *usercode.recorded(ckpt.parent)])
         env_cfg = job_env_config(ckpt)
         weights = weights_from_checkpoint(ckpt, env_cfg)
-        return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(ckpt)), seed)
+        return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(ckpt), code), seed)
     if p.suffix == ".pb":
         from herd.checkpoint import job_env_config
         from herd.proto import herd_pb2 as pb
@@ -149,10 +156,12 @@ def load_policy(path: str | Path, best: bool = False, seed: int | None = None) -
             weights = pb.PolicyWeights.FromString(p.read_bytes())
         except Exception as e:  # noqa: BLE001 -- protobuf's DecodeError and kin
             raise ValueError(f"{p}: not a PolicyWeights message ({e})") from None
+        code = usercode.use([*given, *usercode.recorded(p.parent)])
         env_cfg = job_env_config(p)  # the run's config.yaml beside it
-        return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(p)), seed)
+        return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(p), code), seed)
     meta = read_meta(p)
     meta = {**meta, "exported_from": meta.get("source"), "source": str(p)}
+    meta["code"] = usercode.use([*given, *meta.get("code", [])])
     if p.name.endswith(".safetensors"):
         return WeightsPolicy(weights_from_safetensors(p, meta), meta, seed)
     if p.suffix == ".onnx":
@@ -204,8 +213,9 @@ def weights_from_safetensors(path: Path, meta: dict):
                               arch=meta["arch"], **norm)
 
 
-def weights_meta(weights, env_cfg: EnvConfig, source: str) -> dict:
-    """The facts of a PolicyWeights message for env_cfg (its bounds from one env instance)."""
+def weights_meta(weights, env_cfg: EnvConfig, source: str, code: list[str] = ()) -> dict:
+    """The facts of a PolicyWeights message for env_cfg (its bounds from one env instance);
+    `code`: the folders its env's own package is imported from (herd.usercode)."""
     from herd.actors.envs import describe, make_env
     from herd.proto import codec
 
@@ -231,6 +241,7 @@ def weights_meta(weights, env_cfg: EnvConfig, source: str) -> dict:
         **norm,
         "tensors": [name for name, _ in tensors],
         "source": source,
+        "code": list(code),
         "herd_version": herd_version(),
         "outputs": {"action": "tanh(mean) scaled to [action_low, action_high] (deterministic)",
                     "mean": "pre-tanh Gaussian mean", "log_std": "log std, clamped to [log_std_min, log_std_max]"},
@@ -263,13 +274,14 @@ def export_module(policy: WeightsPolicy):
     return Exported().eval()
 
 
-def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, best: bool = False) -> Path:
+def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, best: bool = False,
+                  working_dir: str | Path | None = None) -> Path:
     """Write the policy of runs/JOB (or any path load_policy reads, as a PolicyWeights) as `fmt`
     (onnx, torchscript, safetensors) to `out` (default runs/JOB/export/policy[-best]<ext>), with
-    its JSON beside it; returns the file written."""
+    its JSON beside it; returns the file written. `working_dir`: as load_policy's."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    policy = load_policy(path, best=best)
+    policy = load_policy(path, best=best, working_dir=working_dir)
     if not hasattr(policy, "weights"):  # ONNX or TorchScript: their graphs are not PolicyWeights
         raise ValueError(f"{path}: already an export; export from runs/<job>, a checkpoint or a .pb")
     if out is None:

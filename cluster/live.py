@@ -48,26 +48,58 @@ PLAIN_EVERY_S = 15.0
 """Not a terminal (a pipe, a log file, CI): no bar, but a plain line this often, and at each change
 of state, so that a long job shows progress there too."""
 
+class Budget:
+    """How far a job is toward whichever ends it: run.max_env_steps, run.max_seconds, or, with
+    run.stop_at_target, the eval return's way from the first evaluation (or 0) to the target."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.target, self.base = run_dir, None, None
+
+    def fraction(self, p: dict) -> float:
+        if self.target is None:
+            self.target = self._target()
+        frac = max(p["env_steps"] / p["max_env_steps"], p["time_s"] / p["max_seconds"])
+        ev = p.get("eval_return")
+        if type(self.target) in (int, float) and ev is not None:
+            self.base = min(0.0, ev) if self.base is None else self.base
+            if self.target > self.base:
+                frac = max(frac, (ev - self.base) / (self.target - self.base))
+        return min(max(frac, 0.0), 1.0)
+
+    def _target(self):
+        """run.target_return when the job stops there (config.yaml, written as the job starts);
+        False when it does not."""
+        import yaml
+
+        try:
+            run = (yaml.safe_load((self.run_dir / "config.yaml").read_text()) or {}).get("run") or {}
+        except (OSError, yaml.YAMLError):
+            return None  # not written yet: asked again next time
+        stops = run.get("stop_at_target") and run.get("target_return") is not None
+        return run["target_return"] if stops else False
+
 
 def follow_job(client, job_id: str, run_dir: Path) -> int:
     """Progress bar until the job ends; then the final evaluation and where results are."""
     plain, said, last_line, began = not console.is_terminal, None, 0.0, time.monotonic()
+    budget = Budget(run_dir)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console, transient=False, disable=plain) as bar:
         task = bar.add_task("starting", total=None, info="")
         while True:
             status = str(client.get_job_status(job_id)).split(".")[-1]
             if status in TERMINAL:
+                if status == "SUCCEEDED":  # it ended at one of its budgets: the bar ends full
+                    bar.update(task, total=1.0, completed=1.0, description="done")
                 break
             p = _progress_of(job_id) if status == "RUNNING" else None
             state = "training" if p else status.lower()
             info = ""
             if p:
-                frac = max(p["env_steps"] / p["max_env_steps"], p["time_s"] / p["max_seconds"])
                 info = (f"steps {p['env_steps']} ({p['env_steps_per_s']:.0f}/s)  updates "
                         f"{p['updates']} ({p['updates_per_s']:.0f}/s)  actors {p['actors']}  "
                         f"return {_fmt(p['train_return'])}  eval {_fmt(p['eval_return'])}")
-                bar.update(task, total=1.0, completed=min(frac, 1.0), description=state, info=info)
+                bar.update(task, total=1.0, completed=budget.fraction(p), description=state, info=info)
             else:
                 bar.update(task, description=state)
             now = time.monotonic()
@@ -120,15 +152,17 @@ def status_view(st: dict):
     if "error" in ls:
         head = f"[red]{ls['error']}[/]"
     else:
+        # the driver's rates are over several seconds (the learner's own, over the last one)
+        rate = p.get("updates_per_s", ls["updates_per_s"])
         head = (
             f"learner {ls['device']} [dim]{ls['learner_id']}[/]  updates {ls['updates']} "
-            f"({ls['updates_per_s']:.0f}/s)  received {ls['received']}  inserted {ls['inserted']} "
-            f"({ls['inserts_per_s']:.0f}/s)\n"
+            f"({rate:.0f}/s)  received {ls['received']}  inserted {ls['inserted']}\n"
             f"buffer {ls['replay_size']}/{ls['replay_capacity']}  policy v{ls['policy_version']}  "
             f"lag {ls['mean_policy_lag']:.1f}  rejected {ls['rejected_batches']}  "
-            f"refused {ls.get('refused_actors', 0)}  "
-            f"gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/{ls['gpu_mem_reserved'] / 2**20:.0f} MiB"
+            f"refused {ls.get('refused_actors', 0)}"
         )
+        if ls.get("gpu_mem_reserved"):  # a learner on the CPU has none to show
+            head += f"  gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/{ls['gpu_mem_reserved'] / 2**20:.0f} MiB"
     if p:
         head += (f"\neval return {_fmt(p.get('eval_return'))}  train return "
                  f"{_fmt(p.get('train_return'))}  env steps/s {_fmt(p.get('env_steps_per_s'), '.0f')}  "
@@ -140,10 +174,12 @@ def status_view(st: dict):
         head += "\n[yellow]stop requested[/]"
     from rich import box
 
-    n, target = len(st["actors"]), st.get("target_actors")
-    starting = f", {target - n} starting" if target is not None and target > n else ""
-    if st.get("waiting_actors"):
-        starting += (f"; {st['waiting_actors']} waiting for CPUs, {st.get('cpus_free', 0):g} free")
+    waiting = [a for a in st["actors"] if a.get("waiting")]  # one line for all of them, below
+    actors = [a for a in st["actors"] if not a.get("waiting")]
+    n, target = len(actors), st.get("target_actors")
+    starting = f", {target - n - len(waiting)} starting" if target is not None and target > n + len(waiting) else ""
+    if waiting:
+        starting += f", {len(waiting)} waiting for CPUs"
     t = Table(title=f"{n} env actors ({len(st.get('retired', []))} retired{starting})",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     t.add_column("actor", no_wrap=True, min_width=7)
@@ -153,7 +189,11 @@ def status_view(st: dict):
     t.caption = ("st/s: env steps/s  acked: transitions acknowledged  MB: sent  ver: policy version  "
                  "ms: push round trip  infl: batches in flight  rc: reconnects")
     notes = []
-    for a in st["actors"]:
+    if waiting:
+        notes.append(f"[yellow]{len(waiting)} actor{'s' if len(waiting) > 1 else ''} "
+                     f"{waiting[0]['error']}; {st.get('cpus_free', 0):g} CPUs free: they start when "
+                     "CPUs free up or nodes join[/]")
+    for a in actors:
         if a.get("error"):
             notes.append(f"[red]{a['actor_id']}: {a['error']}[/]")
         if "steps" not in a:

@@ -11,7 +11,7 @@ process began), keys `<phase>_s` in summary.json's "startup":
     ray_joined       the driver joined the cluster
     env_spec         the env's spec known (from `herd submit`, or built here)
     driver_ready     the cluster checked; the learner is asked for next
-    learner_process  the learner actor's worker process began: about `submitted` when Ray
+    learner_process  the learner actor's worker process began; `submitted` when Ray
                      prestarted it (a job without runtime_env env_vars takes those workers)
     learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.service imported)
     learner_torch    torch and the learner's modules imported
@@ -119,7 +119,7 @@ class Timeline:
             for part in ("process", "init"):  # the last actor's
                 ats = [a["startup_unix"][part] for a in actors if (a.get("startup_unix") or {}).get(part)]
                 if len(ats) == len(actors):
-                    self.mark(f"actors_{part}", max(ats))
+                    self.mark(f"actors_{part}", self._joined(max(ats)) if part == "process" else max(ats))
             self.mark("actors_ready")
         own = ls.get("startup_unix") or {}  # the learner's own times, where it has them
         if ls.get("inserted"):
@@ -134,7 +134,12 @@ class Timeline:
         startup_unix: process, init, device, buffer, sac)."""
         for part, at in (ls.get("startup_unix") or {}).items():
             if at and f"learner_{part}" in PHASES:
-                self.mark(f"learner_{part}", at)
+                self.mark(f"learner_{part}", self._joined(at) if part == "process" else at)
+
+    def _joined(self, began: float) -> float:
+        """A process's start as the job's: a worker Ray prestarted began before the job was
+        submitted, and counts from the submission (not a negative time before it)."""
+        return max(began, self.marks.get("submitted", self.zero))
 
     def observe_graph(self, ls: dict) -> None:
         """first_compiled_update at the learner's own time of it (first_compiled_unix), so a

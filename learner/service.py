@@ -457,9 +457,13 @@ def _restarted_by_ray() -> bool:
     """True when Ray restarted this learner actor after it died."""
     if not _in_ray_actor():
         return False
+    import warnings
+
     import ray
 
-    return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+    with warnings.catch_warnings():  # the property reads Ray's own deprecated actor_id
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
     return False
 
 

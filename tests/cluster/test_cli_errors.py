@@ -48,7 +48,16 @@ def test_no_cluster_at_all(tmp_path):
     for args in (("status", job), ("scale", job, "--actors", "2"), ("stop", job)):
         one_line(herd(*args, **env), 2, f"no Ray cluster answers at 127.0.0.1:{port}")
     for args in (("logs", job), ("list",)):
-        one_line(herd(*args, **env), 2, f"no Ray dashboard at http://127.0.0.1:{port}")
+        one_line(herd(*args, **env), 2, f"no Herd cluster running (no Ray dashboard answers at "
+                                         f"http://127.0.0.1:{port}): start one with `herd up`")
+    # a new user's shell: no RAY_ADDRESS, no cluster: every command says it the same way
+    bare = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    bare.update(HERD_DASHBOARD_URL=f"http://127.0.0.1:{port}", HERD_HOME=str(tmp_path / "home"))
+    for args in (("status", job), ("scale", job, "--actors", "2"), ("stop", job), ("logs", job),
+                 ("list",), ("submit", "configs/demo.yaml")):
+        r = subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120, env=bare, check=False)
+        one_line(r, 2, "no Herd cluster running")
 
 
 def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
@@ -56,10 +65,13 @@ def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
     cfg = {**SMALL, "learner": {**SMALL["learner"], "num_cpus": 64}, "run": {**SMALL["run"], "name": "failing"}}
     path = tmp_path / "failing.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    # Ctrl-C while following: quiet, exit 130 (the job goes on by itself)
+    # Ctrl-C while following: exit 130, and one line says the job goes on and how to stop it
     r = interrupted(("submit", str(path), "--runs-dir", str(tmp_path / "runs"), "--follow"), "results:")
     assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr
     job = next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("submitted"))
+    said = (f"Stopped following; job {job} keeps running: `herd stop {job}` stops it, "
+            f"`herd logs {job} --follow` watches again")
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [said], r.stderr
 
     def ended():
         r = herd("status", job)
