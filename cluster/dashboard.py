@@ -57,8 +57,8 @@ def auth_mode(url: str) -> str:
         with urllib.request.urlopen(f"{url}/api/authentication_mode", timeout=5) as r:
             return json.loads(r.read())["authentication_mode"]
     except (OSError, ValueError, KeyError):
-        raise ConnectionError(f"no Ray dashboard at {url}; start a cluster with `herd up` (or point "
-                              "--address / HERD_DASHBOARD_URL at yours)") from None
+        raise ConnectionError(f"no Herd cluster running (no Ray dashboard answers at {url}): start "
+                              "one with `herd up`, or point --address / HERD_DASHBOARD_URL at yours") from None
 
 
 def token_works(url: str, token: str) -> bool:

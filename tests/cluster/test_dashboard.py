@@ -62,9 +62,10 @@ def test_no_cluster_one_line():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     r = herd_in(os.environ.copy(), "--address", f"http://127.0.0.1:{port}", "dashboard")
-    assert r.returncode == 2 and r.stderr == (f"herd: no Ray dashboard at http://127.0.0.1:{port}; "
-                                              "start a cluster with `herd up` (or point --address / "
-                                              "HERD_DASHBOARD_URL at yours)\n"), r.stderr
+    assert r.returncode == 2 and r.stderr == (f"herd: no Herd cluster running (no Ray dashboard "
+                                              f"answers at http://127.0.0.1:{port}): start one with "
+                                              "`herd up`, or point --address / HERD_DASHBOARD_URL at "
+                                              "yours\n"), r.stderr
 
 
 def test_herd_up_token_found_without_settings(tmp_path):
