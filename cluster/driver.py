@@ -50,8 +50,9 @@ IMPORTED = time.time()
 
 REDACTED = "<redacted>"
 RATE_WINDOW_S = 10.0
-"""The rows' rates are over about this many seconds: over one log interval, a job whose replay
-ratio paces its actors' pushes reads 0/s and twice its mean by turns."""
+"""The rows' rates are over at least this many seconds (the job's first ones, over all of it so
+far): over one log interval, a job whose replay ratio paces its actors' pushes reads 0/s and
+twice its mean by turns."""
 try:
     from ray.exceptions import ActorUnavailableError
     LEARNER_DOWN = (RayActorError, ActorUnavailableError, GetTimeoutError)
@@ -425,7 +426,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             recent = [(now, ls["received"], ls["updates"])]
         periodic.poll(ls, now)
         row = progress_row(st, periodic.last_return(), now - start, recent[0])
-        recent = [r for r in recent if now - r[0] < RATE_WINDOW_S] + [(now, ls["received"], ls["updates"])]
+        recent.append((now, ls["received"], ls["updates"]))
+        while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
+            recent.pop(0)
         metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
                                                 "max_seconds": cfg.run.max_seconds}))
