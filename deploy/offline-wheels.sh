@@ -4,6 +4,7 @@
 # Run it where pip reaches an index; copy the folder to the node; install with no network:
 #
 #   python3 -m pip install --no-index --find-links wheelhouse 'herd[export,bench]'
+#   python3 -m pip install --no-index --no-deps wheelhouse/*.whl     # one built with NO_TORCH=1
 #
 # Usage (from anywhere in the clone):  deploy/offline-wheels.sh [OUT]     (default OUT: wheelhouse/)
 #   PYVER=3.12          target CPython version; default: the running python3's
@@ -66,4 +67,8 @@ fi
 
 count=$(ls "$out" | wc -l)
 echo "$out/: $count files, $(du -sh "$out" | cut -f1) (Herd $(basename "$wheel"))"
-echo "on the node: python3 -m pip install --no-index --find-links $out 'herd[$extras]'"
+if [ "${NO_TORCH:-0}" = 1 ]; then  # pip would ask for the locked torch: take the node's as it is
+  echo "on the node: python3 -m pip install --no-index --no-deps $out/*.whl"
+else
+  echo "on the node: python3 -m pip install --no-index --find-links $out 'herd[$extras]'"
+fi

@@ -9,7 +9,11 @@ OUT=${OUT:-bench/results}
 mkdir -p "$OUT"
 if ! python3 -c "import herd.learner.trainer, herd.actors.env_actor, ray, mujoco" 2>/dev/null; then
   [ -d "$WHEELHOUSE" ] || { echo "no $WHEELHOUSE/: run 'make offline-wheels' where pip reaches an index, copy it here"; exit 1; }
-  python3 -m pip install -q --no-index --find-links "$WHEELHOUSE" "herd[${EXTRAS:-export,bench}]"
+  if ls "$WHEELHOUSE"/torch-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --find-links "$WHEELHOUSE" "herd[${EXTRAS:-export,bench}]"
+  else  # built with NO_TORCH=1: the node's own torch stays
+    python3 -m pip install -q --no-index --no-deps "$WHEELHOUSE"/*.whl
+  fi
 fi
 export PYTHONUNBUFFERED=1 HERD_HOME=${HERD_HOME:-/tmp/herdhome}
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
