@@ -57,9 +57,9 @@ class ActorConfig(BaseModel):
     reconnect_initial_s: float = Field(0.2, gt=0)
     reconnect_max_s: float = Field(5.0, gt=0)
     n_step: int = Field(1, ge=1, le=32)
-    """Rewards summed per row (n-step returns); the job sets it from learner.n_step."""
+    """Rewards summed per row (n-step returns); the job sets it from learner.algorithm.n_step."""
     gamma: float = Field(0.99, gt=0, le=1)
-    """Discount of the n-step sums; the job sets it from learner.gamma."""
+    """Discount of the n-step sums; the job sets it from learner.algorithm.gamma."""
     weights_relay: bool = False
     """Actors watch for weights at one relay per node (learner/relay.py), not the learner."""
     tls_ca: str | None = None

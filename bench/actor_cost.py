@@ -240,8 +240,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         d = describe(make_env(EnvConfig(id=args.env)))
         spec = codec.spec_to_proto(args.env, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                    d["action_low"], d["action_high"])
-        learner = Learner(LearnerConfig(device="cpu", buffer_capacity=200_000, min_replay_size=10**9,
-                                        replay_ratio=None), spec)
+        learner = Learner(LearnerConfig.flat(device="cpu", capacity=200_000, min_size=10**9,
+                                             ratio=None), spec)
     records = []
     ctx = mp.get_context("spawn")
     try:

@@ -326,11 +326,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     # compile off so that no point waits for it. --policy init: it publishes its first
     # weights only, so every actor and every ceiling acts with one fixed random MLP.
     frozen = {"publish_every_s": 1e9} if args.policy == "init" else {}
-    lcfg = learner_from(args.config, replay_ratio=None, min_replay_size=10_000, buffer_capacity=1_000_000,
+    lcfg = learner_from(args.config, ratio=None, min_size=10_000, capacity=1_000_000,
                         staging_batches=64, max_batch=4096, compile=False, port=0, **frozen)
     learner = Learner(lcfg, spec)
-    console.print(f"  learner on {learner.device} ({args.config}: batch {lcfg.batch_size}, "
-                  f"{lcfg.updates_per_call} updates per replay, amp {lcfg.amp}), replay_ratio null; "
+    console.print(f"  learner on {learner.device} ({args.config}: batch {lcfg.replay.batch_size}, "
+                  f"{lcfg.compute.updates_per_call} updates per replay, amp {lcfg.compute.amp}), "
+                  "replay ratio null; "
                   f"actors act with {'its first weights only' if frozen else 'its weights as published'}")
 
     def ceiling(n: int) -> tuple[float, float, int]:
@@ -363,8 +364,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                            env_steps_per_s=round(m.pop("env_steps_per_s"), 1),
                            ceiling_steps_per_s=round(c_rate, 1), ceiling_stepper="gymnasium",
                            ceiling_episode_length=round(c_len, 1), ceiling_policy_version=c_version,
-                           **m, device=str(learner.device), batch=lcfg.batch_size,
-                           updates_per_call=lcfg.updates_per_call,
+                           **m, device=str(learner.device), batch=lcfg.replay.batch_size,
+                           updates_per_call=lcfg.compute.updates_per_call,
                            steps_per_push=v["steps_per_push"])
                 rec["ratio_to_ceiling"] = round(rec["env_steps_per_s"] / c_rate, 3)
                 records.append(rec)

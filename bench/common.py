@@ -160,7 +160,7 @@ def progress() -> Progress:
 
 def learner_from(config: str | Path, **overrides):
     """A LearnerConfig from a job config's `learner:` section (e.g. configs/humanoid.yaml) with
-    `overrides` on top; fields LearnerConfig does not know are left out."""
+    `overrides` (field names: batch_size=, device=) on top."""
     import yaml
 
     from herd.learner.config import LearnerConfig
@@ -169,5 +169,4 @@ def learner_from(config: str | Path, **overrides):
     if not path.is_absolute():
         path = RESULTS.parent.parent / path
     base = yaml.safe_load(path.read_text()).get("learner", {}) if path.exists() else {}
-    fields = {**base, **overrides}
-    return LearnerConfig(**{k: v for k, v in fields.items() if k in LearnerConfig.model_fields})
+    return LearnerConfig.from_saved(base, **overrides)

@@ -2,7 +2,7 @@
 alone (no job, no actors), cold then warm, per arm, with torch's own phase timers.
 
     python bench/compile_profile.py                                   # configs/humanoid.yaml
-    python bench/compile_profile.py --arm 'k1:learner.updates_per_call=1' \
+    python bench/compile_profile.py --arm 'k1:learner.compute.updates_per_call=1' \
         --arm 'threads1:$TORCHINDUCTOR_COMPILE_THREADS=1'
 
 Each arm runs twice, each time in a fresh process: cold (TORCHINDUCTOR_CACHE_DIR and
@@ -11,8 +11,8 @@ finds it after its twin's compile). On CUDA the process does what `herd precompi
 compile, warm up and capture `updates_per_call` updates as one CUDA graph on a small ring
 (learner/precompile.py). On the CPU, where the learner never compiles, it compiles the update
 with inductor's C++ backend and runs the same warm-up, so the tool can be tried here; only the
-shape of its profile carries over. An arm is NAME:KEY=VALUE[;KEY=VALUE], a key `learner.<field>`
-or `$ENV_VAR`. Writes one flat record per run to bench/results/compile-profile-<machine>.json:
+shape of its profile carries over. An arm is NAME:KEY=VALUE[;KEY=VALUE], a key
+`learner.<section>.<field>` or `$ENV_VAR`. Writes one flat record per run to bench/results/compile-profile-<machine>.json:
 arm, cold, prepare_s (compile + warm-up + capture), import_torch_s, frames (graphs compiled),
 and every torch._dynamo phase timer summed over its calls (phase_<name>_s, phase_<name>_n calls),
 with machine, torch, command. The timers nest (a frame's compile holds its backend's, which holds
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def parse_arm(spec: str) -> tuple[str, dict, dict]:
-    """'k1:learner.updates_per_call=1;$X=2' -> ('k1', {'updates_per_call': 1}, {'X': '2'}); the
+    """'k1:learner.compute.updates_per_call=1;$X=2' -> ('k1', {'updates_per_call': 1}, {'X': '2'}); the
     learner's values read as `herd submit --set` reads them (herd.config.parse_sets)."""
     from herd.config import ConfigError, parse_sets
 
@@ -53,10 +53,15 @@ def parse_arm(spec: str) -> tuple[str, dict, dict]:
         sets = parse_sets(s for s in items if not s.startswith("$"))
     except ConfigError as e:
         raise SystemExit(f"--arm {spec!r}: {e}") from None
-    bad = [k for k in sets if not k.startswith("learner.")]
+    from herd.learner.config import SECTION_OF
+
+    fields = {k.rpartition(".")[2]: v for k, v in sets.items()}
+    bad = [k for k in sets if k.count(".") != 2 or not k.startswith("learner.")
+           or SECTION_OF.get(k.rpartition(".")[2]) != k.split(".")[1]]
     if bad:
-        raise SystemExit(f"--arm {spec!r}: a key is learner.<field> or $ENV_VAR, not {bad[0]!r}")
-    return name, {k.removeprefix("learner."): v for k, v in sets.items()}, env
+        raise SystemExit(f"--arm {spec!r}: a key is learner.<section>.<field> or $ENV_VAR, "
+                         f"not {bad[0]!r}")
+    return name, fields, env
 
 
 def env_spec(config: str) -> dict:
@@ -86,13 +91,13 @@ def child(job: dict) -> dict:
     from herd.learner.service import pick_device
 
     cfg = learner_from(job["config"], **job["learner"])
-    device = pick_device(cfg.device)
+    device = pick_device(cfg.compute.device)
     spec = job["spec"]
     t1 = time.perf_counter()
     sac, ring = small_update(cfg, (spec["obs_dim"],), spec["action_dim"], spec["low"], spec["high"],
                              device)
-    mode = cfg.compile_mode if cfg.compile else None
-    update = GraphedUpdate(sac, ring, cfg.updates_per_call, compile_mode=mode)
+    mode = cfg.compute.compile_mode if cfg.compute.compile else None
+    update = GraphedUpdate(sac, ring, cfg.compute.updates_per_call, compile_mode=mode)
     build_s = time.perf_counter() - t1
     t2 = time.perf_counter()
     if update.use_graph:
@@ -104,7 +109,7 @@ def child(job: dict) -> dict:
     phases = {k: (sum(v), len(v)) for k, v in dyn.compilation_time_metrics.items()}
     stats = dyn.counters["stats"]
     return dict(device=device.type, graph=update.use_graph, compile_mode=mode,
-                updates_per_call=cfg.updates_per_call, batch=cfg.batch_size, amp=cfg.amp,
+                updates_per_call=cfg.compute.updates_per_call, batch=cfg.replay.batch_size, amp=cfg.compute.amp,
                 import_torch_s=round(import_torch_s, 2), build_s=round(build_s, 2),
                 prepare_s=round(prepare_s, 2), frames=int(stats.get("unique_graphs", 0)),
                 calls_captured=int(stats.get("calls_captured", 0)),

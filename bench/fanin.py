@@ -218,10 +218,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seconds", type=float, default=10.0, help="per measured phase")
     ap.add_argument("--warmup", type=float, default=3.0, help="before each measured phase")
     ap.add_argument("--publish-every", type=float, default=None,
-                    help="learner.publish_every_s (default: the config's, else 0.5)")
+                    help="learner.server.publish_every_s (default: the config's, else 0.5)")
     ap.add_argument("--config", default=None, help="take the learner's sizes from a job config's learner: section")
     ap.add_argument("--ingest-process", choices=("auto", "on", "off"), default="auto")
-    ap.add_argument("--ingest-processes", type=int, default=1, help="learner.ingest_processes")
+    ap.add_argument("--ingest-processes", type=int, default=1, help="learner.server.ingest_processes")
     ap.add_argument("--relay", action="store_true",
                     help="actors watch weights through one relay (a node's), not the learner")
     ap.add_argument("--quick", action="store_true", help="CPU-sized: 50 clients, 4 s phases")
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.clients, args.procs, args.rows, args.paced = min(args.clients, 50), 2, 64, 5_000
         args.seconds, args.warmup = min(args.seconds, 4.0), 1.5
-        small = dict(hidden_sizes=(64, 64), batch_size=64, buffer_capacity=50_000)
+        small = dict(hidden_sizes=(64, 64), batch_size=64, capacity=50_000)
     info = header("Herd fan-in: synthetic actors -> one learner")
     out = result_path("fanin", args.out, args.quick)
 
@@ -243,9 +243,9 @@ def main(argv: list[str] | None = None) -> dict:
     from herd.learner.service import Learner
 
     min_replay = 5_000 if args.quick else 50_000
-    make = (lambda **kw: learner_from(args.config, **kw)) if args.config else LearnerConfig
+    make = (lambda **kw: learner_from(args.config, **kw)) if args.config else LearnerConfig.flat
     cfg = make(**{
-        "replay_ratio": None, "min_replay_size": min_replay, "max_batch": max(4096, args.rows),
+        "ratio": None, "min_size": min_replay, "max_batch": max(4096, args.rows),
         "max_actors": max(2_000, args.clients), "ingest_process": args.ingest_process,
         "ingest_processes": args.ingest_processes,
         "host": "127.0.0.1", "token": None, **small,
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> dict:
     rec = dict(
         info, clients=args.clients, procs=len(procs), rows_per_batch=args.rows, window=args.window,
         paced_target=args.paced, device=str(learner.device), ingest=type(learner.ingest).__name__,
-        config=args.config, batch_size=cfg.batch_size, ingest_processes=cfg.ingest_processes, publish_every_s=cfg.publish_every_s,
+        config=args.config, batch_size=cfg.replay.batch_size, ingest_processes=cfg.server.ingest_processes, publish_every_s=cfg.server.publish_every_s,
         relay=args.relay, weights_received_bytes=sum(b["weight_bytes"] for b in books),
         **ack_stats(books, *phases["flat out"][1:]),
         transitions_per_s=round(flat["transitions_per_s"]), transitions_per_s_paced=round(paced["transitions_per_s"]),

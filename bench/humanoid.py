@@ -1,6 +1,6 @@
 """Wall-clock to a walking Humanoid: the full system, timed from `herd submit`.
 
-    python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.batch_size=1024]
+    python bench/humanoid.py [--config configs/humanoid.yaml] [--seconds 240] [--set learner.replay.batch_size=1024]
     python bench/humanoid.py --config configs/humanoid.yaml --config configs/humanoid-plain.yaml --seeds 1,2
     python bench/humanoid.py --ablate all --seeds 1,2 --seconds 240   # each piece of the family switched in turn
     python bench/humanoid.py --ablate c51,n_step --no-full --append --out X.json  # more of it, later
@@ -68,11 +68,11 @@ def dips_after(evals: list[dict], threshold: float = 5000, floor: float = 4000) 
 
 
 ABLATIONS = {
-    "residual": {"learner.actor_arch": "mlp", "learner.critic_arch": "mlp"},  # 2x256 MLPs instead
-    "c51": {"learner.critic_loss": "c51"},  # the config's MSE critic swapped for the categorical one
-    "obs_norm": {"learner.obs_norm": False},
-    "reward_norm": {"learner.reward_norm": False},
-    "n_step": {"learner.n_step": 1},
+    "residual": {"learner.algorithm.actor_arch": "mlp", "learner.algorithm.critic_arch": "mlp"},  # 2x256 MLPs instead
+    "c51": {"learner.algorithm.critic_loss": "c51"},  # the config's MSE critic swapped for the categorical one
+    "obs_norm": {"learner.algorithm.obs_norm": False},
+    "reward_norm": {"learner.algorithm.reward_norm": False},
+    "n_step": {"learner.algorithm.n_step": 1},
 }
 """The family's pieces, each switched on its own: off, or for c51 (an option the config leaves off,
 README "The ablation") on; a run of the config with that one change."""
@@ -94,7 +94,7 @@ def variants(ablate: str | None, full: bool = True) -> list[tuple[str, dict]]:
 
 
 def parse_arm(spec: str) -> tuple[str, dict]:
-    """--arm 'ema:learner.actor_ema=0.001;learner.tau=0.01' -> ('ema', {key: value, ...}), the
+    """--arm 'ema:learner.algorithm.actor_ema=0.001;learner.algorithm.tau=0.01' -> ('ema', {key: value, ...}), the
     values parsed as --set parses them; a bad spec is refused before anything runs."""
     name, _, sets = spec.partition(":")
     if not name.strip() or not sets.strip() or name.strip() in ("full", *ABLATIONS):
@@ -241,7 +241,7 @@ def main() -> int:
             for c in args.config or ["configs/humanoid.yaml"]
             for v, o in [*variants(args.ablate, not args.no_full), *map(parse_arm, args.arm)]
             for seed in args.seeds.split(",")]
-    share = [] if args.parallel <= 1 else [f"learner.num_gpus={1 / args.parallel:.4f}"]
+    share = [] if args.parallel <= 1 else [f"learner.placement.num_gpus={1 / args.parallel:.4f}"]
     for i in range(0, len(runs), max(1, args.parallel)):
         batch = runs[i:i + max(1, args.parallel)]
         # a batch of jobs side by side: submitted together, each with 1/parallel of the GPU
@@ -269,7 +269,7 @@ def submit_one(config: str, seed: int, args, sets: list[str] = ()) -> tuple[str,
     """(job, unix time of submit, resolved config dict, cold) of one submitted run."""
     cold = compile_cache_empty()
     cfg = apply_overrides(yaml.safe_load((ROOT / config).read_text()),
-                          [f"run.max_seconds={args.seconds}", f"learner.seed={seed}", f"actors.seed={seed}",
+                          [f"run.max_seconds={args.seconds}", f"learner.algorithm.seed={seed}", f"actors.seed={seed}",
                            *args.set, *sets])
     # one file per run: several benches may submit at once
     fd, name = tempfile.mkstemp(prefix=f"herd-bench-{cfg['env']['id']}-", suffix=".yaml")
@@ -323,8 +323,8 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
         # the start-up milestones as flat keys (the whole timeline stays in `startup`)
         **{k: startup.get(k) for k in ("first_update_s", "actors_ready_s", "first_compiled_update_s",
                                        "startup_update_gap_s")},
-        **{k: learner_cfg.get(k) for k in ALGO_KEYS},
-        "batch": learner_cfg.get("batch_size"), "actors": cfg["actors"]["num_actors"],
+        **{k: learner_cfg["algorithm"].get(k) for k in ALGO_KEYS},
+        "batch": learner_cfg["replay"].get("batch_size"), "actors": cfg["actors"]["num_actors"],
         "seconds_to_5000": hit5 and hit5["seconds"], "env_steps_to_5000": hit5 and hit5["env_steps"],
         "updates_to_5000": hit5 and hit5["updates"],
         "seconds_to_6500": hit65 and hit65["seconds"], "env_steps_to_6500": hit65 and hit65["env_steps"],

@@ -126,14 +126,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from herd.learner.config import LearnerConfig
     from herd.learner.service import Learner
 
-    cfg = LearnerConfig(replay_ratio=None, min_replay_size=args.rows * 4, batch_size=args.batch,
-                        buffer_capacity=1_000_000 if not args.quick else 50_000,
-                        staging_batches=64, max_batch=max(4096, args.rows))
+    cfg = LearnerConfig.flat(ratio=None, min_size=args.rows * 4, batch_size=args.batch,
+                             capacity=1_000_000 if not args.quick else 50_000,
+                             staging_batches=64, max_batch=max(4096, args.rows))
     learner = Learner(cfg, humanoid_spec())
-    console.print(f"  learner on {learner.device}, batch {cfg.batch_size}; "
+    console.print(f"  learner on {learner.device}, batch {cfg.replay.batch_size}; "
                   f"{args.senders} senders x {args.rows} rows/batch "
                   f"({args.rows * (2 * OBS + ACT + 2) * 4 / 1e6:.2f} MB)")
-    base = dict(info, env="Humanoid-v5 (synthetic)", device=str(learner.device), batch=cfg.batch_size,
+    base = dict(info, env="Humanoid-v5 (synthetic)", device=str(learner.device), batch=cfg.replay.batch_size,
                 senders=args.senders, rows_per_batch=args.rows)
     phases = [("alone", 0, None), ("paced", args.senders, args.rate),
               ("flat out", args.senders, 0.0), ("alone again", 0, None)]

@@ -44,7 +44,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from herd.config import ConfigError, parse_sets
-from herd.learner.config import LearnerConfig
+from herd.learner.config import SECTION_OF, LearnerConfig
 from herd.learner.graphed import GraphedUpdate, configure_backends
 from herd.learner.replay import ReplayBuffer, memory_metrics
 from herd.learner.sac import SAC
@@ -102,8 +102,8 @@ def net_settings(name: str, hidden) -> dict:
     """'plain': the seed's 2x256 MLP SAC; else a config file's network and critic settings."""
     if name == "plain":
         return {"hidden_sizes": tuple(hidden)}
-    learner = yaml.safe_load(Path(name).read_text()).get("learner", {})
-    return {k: learner[k] for k in NET_FIELDS if k in learner}
+    algorithm = yaml.safe_load(Path(name).read_text()).get("learner", {}).get("algorithm", {})
+    return {k: algorithm[k] for k in NET_FIELDS if k in algorithm}
 
 
 def learner_sets(items: list[str]) -> dict:
@@ -114,20 +114,20 @@ def learner_sets(items: list[str]) -> dict:
     except ConfigError as e:
         raise SystemExit(str(e)) from None
     for key in out:
-        if key not in LearnerConfig.model_fields:
+        if key not in SECTION_OF:
             raise SystemExit(f"--set {key}: expected FIELD=VALUE with a learner field")
     return out
 
 
 def measure(row: Row, batch: int, buf: ReplayBuffer, args, device, nets: dict) -> dict:
     k = args.updates_per_call if row.graph else 1
-    cfg = LearnerConfig(**{
+    cfg = LearnerConfig.flat(**{
         "hidden_sizes": tuple(args.hidden), **nets, "device": device.type, "batch_size": batch,
         "amp": row.amp, "cuda_graph": row.graph, "compile": row.compile,
-        "buffer_capacity": max(buf.capacity, 1000), "updates_per_call": k, "tf32": args.tf32,
+        "capacity": max(buf.capacity, 1000), "updates_per_call": k, "tf32": args.tf32,
         "simultaneous": row.simultaneous, **args.sets,
     })
-    sac = SAC(cfg, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
     step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None,
                          in_flight=row.in_flight)
     if device.type == "cuda":

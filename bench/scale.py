@@ -76,8 +76,8 @@ def main() -> int:
     local.up(num_cpus=os.cpu_count())
     budget = len(counts) * (args.hold + args.gap + 60) + 120
     sets = [f"env.id={args.env}", f"actors.num_actors={counts[0]}", f"actors.num_cpus={args.cpus_per_actor}",
-            f"actors.num_envs={args.envs}", "actors.warmup_steps=1000000000", "learner.replay_ratio=null",
-            "learner.min_replay_size=1000", f"run.max_seconds={budget}", "run.max_env_steps=10000000000",
+            f"actors.num_envs={args.envs}", "actors.warmup_steps=1000000000", "learner.replay.ratio=null",
+            "learner.replay.min_size=1000", f"run.max_seconds={budget}", "run.max_env_steps=10000000000",
             "run.target_return=null", "run.eval_every_s=30", *args.set]
     cfg = with_overrides(yaml.safe_load((ROOT / args.config).read_text()), parse_sets(sets))
     fd, name = tempfile.mkstemp(prefix="herd-scale-", suffix=".yaml")

@@ -3,7 +3,7 @@ summary.json's "startup" (cluster/startup.py), side by side.
 
     python bench/startup.py                                   # configs/demo.yaml, cold then warm
     python bench/startup.py --config configs/humanoid.yaml --seconds 120
-    python bench/startup.py --modes warm --set learner.compile=false
+    python bench/startup.py --modes warm --set learner.compute.compile=false
     python bench/startup.py --modes warm --preload both --repeat 3 --until-eval   # preload A/B
 
 Each run gets a fresh local Ray head of its own (own ports, temp dir, token), started with the

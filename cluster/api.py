@@ -2,7 +2,7 @@
 
     import herd
 
-    job = herd.submit("configs/demo.yaml", sets=["learner.batch_size=64"], seed=3)
+    job = herd.submit("configs/demo.yaml", sets=["learner.replay.batch_size=64"], seed=3)
     summary = job.wait()                      # or job.follow(): the live view `--follow` shows
     policy = herd.load_policy(job.run_dir)    # .act(obs, deterministic=True)
 

@@ -62,9 +62,9 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     d = describe(env)
     env.close()
     obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
-    saved = {k: v for k, v in state.get("config", {}).items() if k in LearnerConfig.model_fields}
-    cfg = LearnerConfig(**{**saved, "device": "cpu"})
-    sac = SAC(cfg, obs_dim, action_dim, d["action_low"], d["action_high"], "cpu")
+    cfg = LearnerConfig.from_saved(state.get("config", {}), device="cpu")  # either layout
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, obs_dim, action_dim,
+              d["action_low"], d["action_high"], "cpu")
     try:
         sac.load_state_dict(state["sac"])
     except (RuntimeError, KeyError) as e:  # torch lists every mismatched tensor: keep the first

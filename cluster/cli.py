@@ -233,8 +233,8 @@ def submit_job(args, warn=None):
     resume = check_resume(args.resume, cfg) if args.resume else None
     # code to upload (a local --working-dir / --py-modules) needs Ray's own client
     client = job_client(args, rest=not any(runtime_env.get(k) for k in ("working_dir", "py_modules")))
-    if cfg.learner.device == "cuda" and not cluster_has_gpu():
-        raise ConfigError("learner.device is 'cuda' but the cluster has no GPU; use device: auto "
+    if cfg.learner.compute.device == "cuda" and not cluster_has_gpu():
+        raise ConfigError("learner.compute.device is 'cuda' but the cluster has no GPU; use device: auto "
                           "(falls back to the CPU) or add a GPU node")
     # the suffix keeps two jobs of one name submitted in the same second apart
     job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
@@ -242,15 +242,16 @@ def submit_job(args, warn=None):
     # The driver runs on the cluster's head. On this machine it can read a private file we
     # write and use this venv's python; elsewhere, neither.
     here = local.is_this_machine(urllib.parse.urlsplit(dashboard_url(args)).hostname or "")
-    if cfg.learner.token:
+    token = cfg.learner.server.token
+    if token:
         # the dashboard shows a job's env vars: hand the token over privately instead
-        env_vars["HERD_CONFIG_JSON"] = json.dumps(
-            cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": None})})
-            .model_dump(mode="json"))
+        dumped = cfg.model_dump(mode="json")
+        dumped["learner"]["server"]["token"] = None
+        env_vars["HERD_CONFIG_JSON"] = json.dumps(dumped)
         if here:
-            env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, cfg.learner.token)
+            env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, token)
         else:
-            env_vars[TOKEN_KV_ENV] = put_token_in_cluster(job_id, cfg.learner.token)
+            env_vars[TOKEN_KV_ENV] = put_token_in_cluster(job_id, token)
     python = sys.executable if here else "python"
     entry = f"{python} -m herd.driver --job-id {job_id} --runs-dir {runs_dir}"
     if resume:
@@ -374,16 +375,22 @@ class importable:
 def check_resume(path: str, cfg) -> Path:
     """The checkpoint directory of runs/<job> (or the checkpoint dir itself), checked against
     the new config: the networks and the env must match what was saved."""
-    from herd.config import ConfigError, load_config
+    from herd.config import ConfigError
     from herd.evaluation import load_checkpoint, resolve_checkpoint
 
     ckpt = resolve_checkpoint(path).resolve()
     load_checkpoint(ckpt)  # refused here, in one line, rather than in the learner's start-up
     old_file = ckpt.parent / "config.yaml"
     if old_file.is_file():
-        old = load_config(old_file)
-        for what, a, b in (("env.id", old.env.id, cfg.env.id),
-                           ("learner.hidden_sizes", old.learner.hidden_sizes, cfg.learner.hidden_sizes)):
+        import yaml
+
+        from herd.learner.config import LearnerConfig
+
+        old = yaml.safe_load(old_file.read_text()) or {}  # either learner layout
+        old_learner = LearnerConfig.from_saved(old.get("learner") or {})
+        for what, a, b in (("env.id", (old.get("env") or {}).get("id"), cfg.env.id),
+                           ("learner.algorithm.hidden_sizes", old_learner.algorithm.hidden_sizes,
+                            cfg.learner.algorithm.hidden_sizes)):
             if a != b:
                 raise ConfigError(f"--resume {path}: the checkpoint was trained with {what}={a!r}, "
                                   f"this config has {b!r}")
@@ -663,7 +670,7 @@ def cmd_precompile(args) -> int:
     try:
         cfg = load_config(args.config, args.set or ())
         d = check_env(cfg)
-        device = pick_device(cfg.learner.device)
+        device = pick_device(cfg.learner.compute.device)
     except (ConfigError, EnvError, RuntimeError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
@@ -672,10 +679,10 @@ def cmd_precompile(args) -> int:
     seconds = precompile(cfg.learner, int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"])),
                          d["action_low"], d["action_high"], device)
     if not seconds:
-        print("herd: nothing to precompile (the learner compiles only on CUDA with learner.compile: true)")
+        print("herd: nothing to precompile (the learner compiles only on CUDA with learner.compute.compile: true)")
         return 0
-    print(f"compiled and captured the {cfg.env.id} update (batch {cfg.learner.batch_size}, "
-          f"amp {cfg.learner.amp}) in {seconds:.1f} s; jobs with these sizes start warm on this machine")
+    print(f"compiled and captured the {cfg.env.id} update (batch {cfg.learner.replay.batch_size}, "
+          f"amp {cfg.learner.compute.amp}) in {seconds:.1f} s; jobs with these sizes start warm on this machine")
     return 0
 
 
@@ -738,7 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "to keep actors on CPU worker nodes started with --resources")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, validated like the YAML (repeatable), "
-                        "e.g. --set learner.batch_size=64")
+                        "e.g. --set learner.replay.batch_size=64")
     s.add_argument("--seed", type=int, default=None,
                    help="the job's one seed (run.seed): learner, actors and evaluations derive theirs")
     s.add_argument("--name", default=None, help="the job's name (run.name): herd-<name>-<time>")
@@ -768,12 +775,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("precompile", help="compile a config's GPU update once (warm cache for jobs)")
     s.add_argument("config", help="YAML job config")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override the config as `herd submit --set` does, e.g. --set learner.batch_size=512")
+                   help="override the config as `herd submit --set` does, e.g. --set learner.replay.batch_size=512")
     s.set_defaults(fn=cmd_precompile)
     s = sub.add_parser("tune", help="a grid of jobs on Ray Tune (each trial one job, fixed budget)")
     s.add_argument("config", help="YAML job config the grid varies")
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", required=True,
-                   help="repeatable, e.g. learner.batch_size=512,2048")
+                   help="repeatable, e.g. learner.replay.batch_size=512,2048")
     s.add_argument("--seeds", type=int, default=1, help="trials per grid point (seeds 1..N)")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override the config for every trial, e.g. --set actors.num_actors=4")

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from herd.actors.config import ActorConfig, EnvConfig
-from herd.learner.config import LearnerConfig
+from herd.learner.config import AlgorithmConfig, LearnerConfig
 
 
 class ConfigError(ValueError):
@@ -64,7 +64,7 @@ class RunConfig(BaseModel):
     start_without_actors: bool = False
     """Allow actors.num_actors: 0 (the job idles until `herd scale` adds actors)."""
     seed: int | None = Field(None, ge=0)
-    """One seed for the job (`herd submit --seed N`): learner.seed and actors.seed default to
+    """One seed for the job (`herd submit --seed N`): learner.algorithm.seed and actors.seed default to
     it, and the evaluations reset their envs from 10_000 + 1_000 * seed (JobConfig.eval_seed)."""
     wandb: WandbConfig | None = None
     """Log the metric rows to Weights & Biases too (needs `pip install 'herd[wandb]'`)."""
@@ -82,16 +82,19 @@ class JobConfig(BaseModel):
     @classmethod
     def _actors_sum_the_learners_n_steps(cls, data):
         """n and gamma are the learner's algorithm settings; the actors, which sum the
-        n-step rewards, take them from there (set once, in learner:)."""
+        n-step rewards, take them from there (set once, in learner.algorithm)."""
         if not isinstance(data, dict) or not isinstance(data.get("actors", {}), dict):
             return data
         learner = data.get("learner") or {}
+        algorithm = learner.get("algorithm") if isinstance(learner, dict) else None
+        algorithm = algorithm if isinstance(algorithm, dict) else {}
         actors = dict(data.get("actors") or {})
         for key in ("n_step", "gamma"):
-            given = learner.get(key) if isinstance(learner, dict) else None
-            value = LearnerConfig.model_fields[key].default if given is None else given
+            given = algorithm.get(key)
+            value = AlgorithmConfig.model_fields[key].default if given is None else given
             if key in actors and actors[key] != value:  # equal: a dumped config read back
-                raise ValueError(f"set learner.{key}, not actors.{key}: the actors take it from the learner")
+                raise ValueError(f"set learner.algorithm.{key}, not actors.{key}: the actors "
+                                 "take it from the learner")
             actors[key] = value
         return {**data, "actors": actors}
 
@@ -106,14 +109,17 @@ class JobConfig(BaseModel):
         if seed is None:
             return data
         out = dict(data)
-        for section in ("learner", "actors"):
-            part = out.get(section) or {}
-            if not isinstance(part, dict):
-                return data
-            if part.get("seed") is not None and part["seed"] != seed:
-                raise ValueError(f"{section}.seed={part['seed']!r} contradicts run.seed={seed!r}: "
-                                 "set run.seed only (the others follow it)")
-            out[section] = {**part, "seed": seed}
+        for path in (("learner", "algorithm"), ("actors",)):
+            node = out
+            for part in path:  # a copy of each section on the way down
+                child = node.get(part) or {}
+                if not isinstance(child, dict):
+                    return data
+                node[part] = node = dict(child)
+            if node.get("seed") is not None and node["seed"] != seed:
+                raise ValueError(f"{'.'.join(path)}.seed={node['seed']!r} contradicts "
+                                 f"run.seed={seed!r}: set run.seed only (the others follow it)")
+            node["seed"] = seed
         return out
 
     @property
@@ -123,76 +129,108 @@ class JobConfig(BaseModel):
 
     @model_validator(mode="after")
     def _sizes(self):
-        lc = self.learner
-        if lc.min_replay_size > lc.buffer_capacity:
+        lc, rc = self.learner, self.learner.replay
+        if rc.min_size > rc.capacity:
             raise ValueError(
-                f"learner.min_replay_size ({lc.min_replay_size}) exceeds "
-                f"learner.buffer_capacity ({lc.buffer_capacity}): learning would never start"
+                f"learner.replay.min_size ({rc.min_size}) exceeds "
+                f"learner.replay.capacity ({rc.capacity}): learning would never start"
             )
-        if lc.batch_size > lc.buffer_capacity:
-            raise ValueError("learner.batch_size exceeds learner.buffer_capacity")
-        if lc.replay_ratio is not None and lc.ratio_tolerance < 1:
-            raise ValueError("learner.ratio_tolerance is 0 with a replay_ratio: the learner would "
-                             "wait for rows and the actors for updates, forever; use 1 or more")
+        if rc.batch_size > rc.capacity:
+            raise ValueError("learner.replay.batch_size exceeds learner.replay.capacity")
+        if rc.ratio is not None and rc.ratio_tolerance < 1:
+            raise ValueError("learner.replay.ratio_tolerance is 0 with a replay ratio: the learner "
+                             "would wait for rows and the actors for updates, forever; use 1 or more")
         if self.actors.num_actors == 0 and not self.run.start_without_actors:
             raise ValueError("actors.num_actors is 0: the job would idle; use 1 or more, or set "
                              "run.start_without_actors: true and add actors with `herd scale`")
-        if lc.min_replay_size > self.run.max_env_steps:
-            raise ValueError(f"learner.min_replay_size ({lc.min_replay_size}) exceeds "
+        if rc.min_size > self.run.max_env_steps:
+            raise ValueError(f"learner.replay.min_size ({rc.min_size}) exceeds "
                              f"run.max_env_steps ({self.run.max_env_steps}): the job would end "
                              "before its first update")
-        rows = self.actors.num_envs * max(self.actors.steps_per_push, lc.n_step)
-        if rows > lc.max_batch:
+        rows = self.actors.num_envs * max(self.actors.steps_per_push, lc.algorithm.n_step)
+        if rows > lc.server.max_batch:
             raise ValueError(
                 f"actors push {rows} rows per batch (num_envs x steps_per_push, or x n_step) but "
-                f"learner.max_batch is {lc.max_batch}"
+                f"learner.server.max_batch is {lc.server.max_batch}"
             )
         return self
 
 
 def _format(e: ValidationError, source: str, given: Mapping[str, str] | None = None) -> str:
-    """Every error, one per line; an error in a value given on the command line (`given`:
-    config key -> how it was given, e.g. '--set learner.batch_size=64') as that one line."""
-    errors = e.errors()
-    for err in errors:
-        where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
-        for key, flag in (given or {}).items():
-            if where and (where == key or where.startswith(key + ".") or key.startswith(where + ".")):
-                hint = _did_you_mean(where) if err["type"] == "extra_forbidden" else ""
-                msg = "no such key" + hint if err["type"] == "extra_forbidden" else err["msg"]
-                return f"{flag}: {where}: {msg}"
-    lines = [f"{source}: invalid configuration"]
-    for err in errors:
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"  - {where}: {err['msg']}")
-    if given and len(errors) == 1:  # a whole-config check (sizes): one line, with what was given
-        return f"{source} with {', '.join(given.values())}: {errors[0]['msg']}"
-    return "\n".join(lines)
+    """Every error, one per line, each naming its key; an error in a value given on the command
+    line (`given`: config key -> how it was given, e.g. '--set learner.replay.batch_size=64')
+    names that flag too. One error: one line."""
+    given = given or {}
+    lines = [_line(err, given) for err in e.errors()]
+    if len(lines) == 1:
+        line = lines[0]
+        if line.startswith("--"):
+            return line
+        if given and not any(err["loc"] for err in e.errors()):  # a whole-config check (sizes)
+            return f"{source} with {', '.join(given.values())}: {line}"
+        return f"{source}: {line}"
+    return "\n".join([f"{source}: invalid configuration", *(f"  - {line}" for line in lines)])
+
+
+def _line(err: Mapping[str, Any], given: Mapping[str, str]) -> str:
+    """One error as 'key: what is wrong', led by the flag that gave the key, if one did."""
+    where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+    if err["type"] == "moved":  # the flat learner layout: the key the flag or the file gave
+        moved = err["ctx"]["moved"]
+        for key, to in moved.items():
+            flag = given.get(f"learner.{key}")
+            if flag:
+                return f"{flag}: learner.{key}: moved to learner.{to}"
+        return err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "no such key" + _did_you_mean(where)
+    else:
+        msg = err["msg"]
+    line = f"{where}: {msg}" if where else msg
+    for key, flag in given.items():
+        if where and (where == key or where.startswith(key + ".") or key.startswith(where + ".")):
+            return f"{flag}: {line}"
+    return line
 
 
 def _did_you_mean(where: str) -> str:
-    """' (did you mean learner.batch_size?)' for a misspelt key of a known section."""
+    """' (did you mean learner.replay.batch_size?)' for a misspelt key of a known section: among
+    the section's keys, else among those of its subsections (a key put one level too high)."""
     *path, leaf = where.split(".")
     model: Any = JobConfig
     for part in path:
-        field = getattr(model, "model_fields", {}).get(part)
-        ann = field.annotation if field else None
-        model = next((a for a in (ann, *getattr(ann, "__args__", ())) if hasattr(a, "model_fields")), None)
+        model = _section(model, part)
         if model is None:
             return ""
-    close = difflib.get_close_matches(leaf, list(model.model_fields), n=1)
-    return f" (did you mean {'.'.join([*path, close[0]])}?)" if close else ""
+    fields = getattr(model, "model_fields", {})
+    close = difflib.get_close_matches(leaf, list(fields), n=1)
+    if close:
+        return f" (did you mean {'.'.join([*path, close[0]])}?)"
+    deeper = {f"{name}.{key}": key for name in fields if (sub := _section(model, name))
+              for key in sub.model_fields}
+    close = difflib.get_close_matches(leaf, list(deeper.values()), n=1, cutoff=0.8)
+    if close:
+        full = next(k for k, v in deeper.items() if v == close[0])
+        return f" (did you mean {'.'.join([*path, full])}?)"
+    return ""
+
+
+def _section(model: Any, name: str) -> Any:
+    """The model of section `name` of `model` (None when it is a value, not a section)."""
+    field = getattr(model, "model_fields", {}).get(name)
+    ann = field.annotation if field else None
+    return next((a for a in (ann, *getattr(ann, "__args__", ())) if hasattr(a, "model_fields")), None)
 
 
 def parse_sets(items: Iterable[str]) -> dict[str, Any]:
-    """`--set` items ('learner.batch_size=64') -> {'learner.batch_size': 64}; values read as
+    """`--set` items ('learner.replay.batch_size=64') -> {'learner.replay.batch_size': 64}; values read as
     YAML, so 64 is an int, [64, 64] a list, true a bool, null None. ConfigError names the item."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key or "" in key.split("."):
-            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. learner.batch_size=64")
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. learner.replay.batch_size=64")
         try:
             out[key] = yaml.safe_load(text)
         except yaml.YAMLError as e:
@@ -202,8 +240,8 @@ def parse_sets(items: Iterable[str]) -> dict[str, Any]:
 
 
 def with_overrides(data: dict, overrides: Mapping[str, Any]) -> dict:
-    """A copy of a config mapping with dotted keys set ('learner.batch_size' -> data['learner']
-    ['batch_size']); sections the mapping lacks are made, a key through a non-section refused."""
+    """A copy of a config mapping with dotted keys set ('run.name' -> data['run']['name']);
+    sections the mapping lacks are made, a key through a non-section refused."""
     out = copy.deepcopy(data)
     for key, value in overrides.items():
         node = out
@@ -230,7 +268,7 @@ def parse_config(data: dict, source: str = "config", given: Mapping[str, str] | 
 def load_config(path: str | Path, sets: Iterable[str] = (), seed: int | None = None,
                 name: str | None = None) -> JobConfig:
     """Read and validate a YAML job config, with `herd submit`'s overrides applied first:
-    `sets` ('learner.batch_size=64', validated exactly like the YAML), `seed` (run.seed, which
+    `sets` ('learner.replay.batch_size=64', validated exactly like the YAML), `seed` (run.seed, which
     the learner's and the actors' seeds follow) and `name` (run.name). ConfigError says what is
     wrong and where: an override's mistake in one line that names it."""
     path = Path(path)
@@ -248,9 +286,9 @@ def load_config(path: str | Path, sets: Iterable[str] = (), seed: int | None = N
     if seed is not None:
         overrides["run.seed"] = seed
         given["run.seed"] = f"--seed {seed}"
-        for section in ("learner", "actors"):  # --seed wins over seeds the YAML sets
-            overrides[f"{section}.seed"] = seed
-            given[f"{section}.seed"] = f"--seed {seed}"
+        for key in ("learner.algorithm.seed", "actors.seed"):  # --seed wins over the YAML's
+            overrides[key] = seed
+            given[key] = f"--seed {seed}"
     if name is not None:
         overrides["run.name"] = name
         given["run.name"] = f"--name {name}"

@@ -63,19 +63,20 @@ except ImportError:  # older Ray
 def learner_gpus(cfg: JobConfig) -> float:
     """GPUs to ask Ray for; a 'cuda' learner on a cluster without GPUs is refused up front."""
     have = ray.cluster_resources().get("GPU", 0)
-    if cfg.learner.device == "cuda" and have < 1:
-        raise SystemExit("learner.device is 'cuda' but this Ray cluster has no GPU; "
+    if cfg.learner.compute.device == "cuda" and have < 1:
+        raise SystemExit("learner.compute.device is 'cuda' but this Ray cluster has no GPU; "
                          "use device: auto (falls back to the CPU) or add a GPU node")
-    if cfg.learner.device == "cpu" or have < 1:
+    if cfg.learner.compute.device == "cpu" or have < 1:
         return 0
-    return 1 if cfg.learner.num_gpus is None else cfg.learner.num_gpus
+    gpus = cfg.learner.placement.num_gpus
+    return 1 if gpus is None else gpus
 
 
 def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
     """Refuse, before any process starts, what this cluster can never run; warnings otherwise."""
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
     most_cpus = max((r.get("CPU", 0) for r in nodes), default=0)
-    for what, need in (("learner.num_cpus", cfg.learner.num_cpus),
+    for what, need in (("learner.placement.num_cpus", cfg.learner.placement.num_cpus),
                        ("actors.num_cpus", cfg.actors.num_cpus)):
         if need > most_cpus:
             raise ConfigError(f"{what}={need:g} but the largest node of this Ray cluster has "
@@ -84,23 +85,23 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
     act_dim = int(np.prod(env["action_shape"]))
     rows = cfg.actors.num_envs * cfg.actors.steps_per_push
     batch_bytes = rows * ((2 * obs_dim + act_dim + 1) * 4 + 1)
-    if batch_bytes + 4096 > cfg.learner.max_message_mb * 2**20:
+    if batch_bytes + 4096 > cfg.learner.server.max_message_mb * 2**20:
         raise ConfigError(f"one batch of {rows} rows is {batch_bytes / 2**20:.1f} MiB, above "
-                          f"learner.max_message_mb={cfg.learner.max_message_mb}")
-    obs_bytes = 2 if cfg.learner.buffer_dtype in ("bfloat16", "float16") else 4
-    ring = cfg.learner.buffer_capacity * (2 * obs_dim * obs_bytes + (act_dim + 2) * 4)
+                          f"learner.server.max_message_mb={cfg.learner.server.max_message_mb}")
+    obs_bytes = 2 if cfg.learner.replay.dtype in ("bfloat16", "float16") else 4
+    ring = cfg.learner.replay.capacity * (2 * obs_dim * obs_bytes + (act_dim + 2) * 4)
     node_mem = max((r.get("memory", 0) for r in nodes), default=0)
     if learner_gpus(cfg) == 0 and node_mem and ring > node_mem:
-        raise ConfigError(f"the replay ring needs {ring / 2**30:.1f} GiB (buffer_capacity="
-                          f"{cfg.learner.buffer_capacity}) but the largest node offers Ray "
+        raise ConfigError(f"the replay ring needs {ring / 2**30:.1f} GiB (learner.replay.capacity="
+                          f"{cfg.learner.replay.capacity}) but the largest node offers Ray "
                           f"{node_mem / 2**30:.1f} GiB")
     for name in ("tls_cert", "tls_key"):
-        path = getattr(cfg.learner, name)
+        path = getattr(cfg.learner.server, name)
         if path and not Path(path).is_file():
-            raise ConfigError(f"learner.{name}: no such file {path}")
+            raise ConfigError(f"learner.server.{name}: no such file {path}")
     warnings = []
     total = sum(r.get("CPU", 0) for r in nodes)
-    need = cfg.learner.num_cpus + cfg.actors.num_actors * cfg.actors.num_cpus
+    need = cfg.learner.placement.num_cpus + cfg.actors.num_actors * cfg.actors.num_cpus
     if need > total:
         warnings.append(f"the job asks for {need:g} CPUs and the cluster has {total:g}: "
                         "some env actors will wait for a free CPU")
@@ -110,11 +111,16 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
 def secure(cfg: JobConfig) -> JobConfig:
     """Beyond loopback the learner needs a token: make a per-job one unless the config has one.
     It goes to the learner and the actors through Ray, never to runs/ or the log."""
-    lc = cfg.learner
-    if is_loopback(lc.host) or lc.token:
+    srv = cfg.learner.server
+    if is_loopback(srv.host) or srv.token:
         return cfg
-    return cfg.model_copy(update={"learner": lc.model_copy(
-        update={"token": secrets.token_urlsafe(32)})})
+    return with_server(cfg, token=secrets.token_urlsafe(32))
+
+
+def with_server(cfg: JobConfig, **fields) -> JobConfig:
+    """`cfg` with these learner.server fields replaced (token, port)."""
+    server = cfg.learner.server.model_copy(update=fields)
+    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"server": server})})
 
 
 def keep_history(ckpt_dir: Path, keep: int) -> None:
@@ -151,7 +157,7 @@ def token_from_file(cfg: JobConfig, path: str | None) -> JobConfig:
         return cfg
     token = Path(path).read_text().strip()
     Path(path).unlink(missing_ok=True)
-    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token})})
+    return with_server(cfg, token=token)
 
 
 class LearnerStartError(Exception):
@@ -187,32 +193,32 @@ def token_from_kv(cfg: JobConfig, key: str | None) -> JobConfig:
     if token is None:
         raise ConfigError(f"the learner token `herd submit` left for this job ({key}) is gone")
     internal_kv._internal_kv_del(key)
-    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"token": token.decode()})})
+    return with_server(cfg, token=token.decode())
 
 
 def redacted(cfg: JobConfig) -> str:
     """The resolved config as written to runs/<job>/config.yaml: secrets replaced."""
-    lc = cfg.learner
-    if lc.token:
-        cfg = cfg.model_copy(update={"learner": lc.model_copy(update={"token": REDACTED})})
+    if cfg.learner.server.token:
+        cfg = with_server(cfg, token=REDACTED)
     return dump_config(cfg)
 
 
 def fixed_port(cfg: JobConfig) -> JobConfig:
     """A restarted learner must come back where the actors dial: pin port 0 to a free port."""
-    if cfg.learner.port:
+    if cfg.learner.server.port:
         return cfg
-    family = socket.AF_INET6 if ":" in cfg.learner.host else socket.AF_INET
+    family = socket.AF_INET6 if ":" in cfg.learner.server.host else socket.AF_INET
     with socket.socket(family) as s:
-        s.bind((cfg.learner.host, 0))
+        s.bind((cfg.learner.server.host, 0))
         port = s.getsockname()[1]
-    return cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"port": port})})
+    return with_server(cfg, port=port)
 
 
 def known_address(cfg: JobConfig) -> str | None:
     """The learner's dial address when it follows from the config alone (after fixed_port)."""
-    host = cfg.learner.advertise_host or cfg.learner.host
-    return None if host in ("0.0.0.0", "::") else f"{host}:{cfg.learner.port}"
+    srv = cfg.learner.server
+    host = srv.advertise_host or srv.host
+    return None if host in ("0.0.0.0", "::") else f"{host}:{srv.port}"
 
 
 def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
@@ -234,7 +240,7 @@ def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
     controller = ray.remote(Controller).options(
         name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
         scheduling_strategy=here,
-    ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.token)
+    ).remote(job_id, cfg.env, cfg.actors, learner, address, cfg.learner.server.token)
     return controller, controller.start.remote()
 
 
@@ -349,7 +355,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         cfg = cfg.model_copy(update={"actors": cfg.actors.model_copy(
             update={"warmup_steps": 0, "wait_for_policy": True})})
     timeline.mark("driver_ready")
-    timeline.compiled = cfg.learner.cuda_graph or cfg.learner.compile
+    timeline.compiled = cfg.learner.compute.cuda_graph or cfg.learner.compute.compile
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(redacted(cfg))
     start = time.monotonic()
@@ -367,8 +373,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             get_current_placement_group(), placement_group_bundle_index=learner_bundle)
     learner = ray.remote(Learner).options(
         name=f"{job_id}-learner", namespace=NAMESPACE, num_gpus=gpus,
-        num_cpus=cfg.learner.num_cpus, max_concurrency=16,
-        max_restarts=cfg.learner.max_restarts, **placed,
+        num_cpus=cfg.learner.placement.num_cpus, max_concurrency=16,
+        max_restarts=cfg.learner.placement.max_restarts, **placed,
     ).remote(cfg.learner, spec, resume, ckpt_dir)
     # Actors boot (~10 s: Python, torch, MuJoCo) while the learner initialises CUDA and
     # compiles; they dial with backoff until it listens. Only an address the learner picks
@@ -386,7 +392,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     timeline.mark("learner_listening")
     if not early:
         controller, scaling = start_actors(cfg, job_id, learner, address)
-    watch = LearnerWatch(learner, cfg.learner.down_timeout_s, start)
+    watch = LearnerWatch(learner, cfg.learner.placement.down_timeout_s, start)
     timeline.watch(learner, controller)  # to the first update, 4 times a second
     ray.get(scaling)
     print(f"[herd] job {job_id}: learner at {address}, {cfg.actors.num_actors} actors, "

@@ -26,7 +26,7 @@ process began), keys `<phase>_s` in summary.json's "startup":
     actors_ready     every env actor answered
     first_rows       the replay ring took its first rows (the training thread's own time)
     first_update     the first SAC update was made (on CUDA, by the uncompiled graph while the
-                     compiled one is built: learner.graph_in_background), the training
+                     compiled one is built: learner.compute.graph_in_background), the training
                      thread's own time; a learner without it: when a poll first saw it
     first_compiled_update  the first update of the compiled/captured graph, at the time the
                      learner reports (first_compiled_unix, its clock); null on the CPU and

@@ -62,7 +62,7 @@ def seeds(cfg) -> dict:
     """Every seed of the job, as the components derive them (controller, stepper, evaluator)."""
     return {
         "run": cfg.run.seed,
-        "learner": cfg.learner.seed,  # torch.manual_seed: network init, replay sampling
+        "learner": cfg.learner.algorithm.seed,  # torch.manual_seed: network init, replay sampling
         "actors": cfg.actors.seed,
         "actor_i": f"{cfg.actors.seed} * 1000 + i (warm-up actions, exploration noise)",
         "actor_env_reset": "actor_seed * 10007 + env * 101 + resets",

@@ -1,12 +1,12 @@
 """`herd tune`: a grid of Herd jobs on Ray Tune, each trial one job at a fixed wall-clock budget.
 
-    herd tune configs/humanoid.yaml --grid learner.batch_size=512,1024,2048 \
-        --grid learner.replay_ratio=0.02,0.05,0.1 --seeds 3 --seconds 240 --concurrent 3
+    herd tune configs/humanoid.yaml --grid learner.replay.batch_size=512,1024,2048 \
+        --grid learner.replay.ratio=0.02,0.05,0.1 --seeds 3 --seconds 240 --concurrent 3
     herd tune ... --seeds 1 --first-seed 2 --out sweep.json --append   # one seed more, same table
 
 Each trial runs the job driver (`herd.driver.run`) inside a Tune trial: its learner and env
 actors are Ray actors like any job's, with the config's CPUs per actor and, with --concurrent
-N on a GPU cluster, 1/N of a GPU for each learner (`learner.num_gpus`). Every cell is
+N on a GPU cluster, 1/N of a GPU for each learner (`learner.placement.num_gpus`). Every cell is
 validated like a YAML config before any trial starts (a bad key or value fails at once, named).
 Writes one flat record per trial (its grid values, seed, final and best evaluation return,
 rates) to JSON and, for a two-key grid, a heatmap of the mean final return over seeds.
@@ -28,7 +28,7 @@ from herd.config import ConfigError, load_config, parse_config, parse_sets, with
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
-    """['learner.batch_size=512,2048', ...] -> {'learner.batch_size': [512, 2048], ...}."""
+    """['learner.replay.batch_size=512,2048', ...] -> {'learner.replay.batch_size': [512, 2048], ...}."""
     grid = {}
     for item in items:
         key, sep, values = item.partition("=")
@@ -44,10 +44,10 @@ def cells(base: dict, grid: dict[str, list], seeds: list[int], seconds: float, g
     for values in itertools.product(*grid.values()):
         point = dict(zip(grid, values))
         for seed in seeds:
-            fixed = {"learner.seed": seed, "actors.seed": seed, "run.max_seconds": seconds,
+            fixed = {"learner.algorithm.seed": seed, "actors.seed": seed, "run.max_seconds": seconds,
                      "run.stop_at_target": False}
             if gpus is not None:
-                fixed["learner.num_gpus"] = gpus
+                fixed["learner.placement.num_gpus"] = gpus
             data = with_overrides(base, {**point, **fixed})
             where = ", ".join(f"{k}={v}" for k, v in point.items())
             parse_config(data, f"grid cell {where} seed {seed}")  # refused here, named
@@ -91,7 +91,7 @@ def idle_trial(summary: dict) -> str | None:
                   if not summary.get("actor_steps") else "the env actors stepped but sent no transition")
         return f"no update in {summary['wall_s']:.0f} s: {actors}"
     return (f"no update in {summary['wall_s']:.0f} s: {ls['received']} transitions received, fewer "
-            f"than learner.min_replay_size or too few for the budget")
+            f"than learner.replay.min_size or too few for the budget")
 
 
 def job_name(t) -> str:
@@ -109,9 +109,10 @@ def trial_resources(config: dict):
     from ray import tune
 
     cfg = parse_config(config["cell"]["config"], "trial")
-    learner = {"CPU": cfg.learner.num_cpus}
-    if cfg.learner.num_gpus:
-        learner["GPU"] = cfg.learner.num_gpus
+    place = cfg.learner.placement
+    learner = {"CPU": place.num_cpus}
+    if place.num_gpus:
+        learner["GPU"] = place.num_gpus
     actors = [{"CPU": cfg.actors.num_cpus}] * cfg.actors.num_actors
     return tune.PlacementGroupFactory([{"CPU": 0.01}, learner, *actors], strategy="PACK")
 

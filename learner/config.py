@@ -1,31 +1,32 @@
-"""Learner settings: one frozen model, every field documented."""
+"""Learner settings: one frozen model per component, every field documented.
+
+`LearnerConfig` groups them by concern, and the Learner (learner/service.py) hands each
+component only its own part:
+
+    algorithm  the SAC update's math: networks, losses, normalization, optimizers (learner/sac.py)
+    replay     the ring and its rate limiter (learner/replay.py, learner/replay_table.py)
+    compute    where and how the update runs: device, AMP, CUDA graph, compile (learner/graphed.py)
+    server     the gRPC ingest and weights port (learner/server.py, learner/ingest*.py)
+    placement  what Ray reserves for the learner and how it restarts it (the job driver)
+
+Field names are unique across the sections (`LearnerConfig.flat` relies on it).
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 
-class LearnerConfig(BaseModel):
-    """How the learner stores transitions, learns from them and serves actors."""
-
+class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    device: Literal["auto", "cuda", "cpu"] = "auto"
-    """'auto' takes CUDA when present, else the CPU; 'cuda' fails clearly without a GPU."""
-    buffer_capacity: int = Field(1_000_000, ge=1_000)
-    """Replay ring rows, preallocated on the learner's device."""
-    buffer_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Storage dtype of observations in the ring (halves memory at 16 bits)."""
-    batch_size: int = Field(256, ge=2)
-    """Transitions sampled per update."""
-    replay_ratio: float | None = Field(0.25, gt=0)
-    """Updates per inserted transition (Reverb-style limiter); null: no limit either way."""
-    ratio_tolerance: int = Field(2_000, ge=0)
-    """How many updates learner and actors may drift from the ratio before one side waits."""
-    min_replay_size: int = Field(5_000, ge=1)
-    """No update before the ring holds this many transitions."""
+
+class AlgorithmConfig(_Section):
+    """The SAC update: networks, critic loss, normalization, returns, optimizers."""
+
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Hidden layers of the actor and the critics when their arch is 'mlp'."""
     actor_arch: Literal["mlp", "residual"] = "mlp"
@@ -38,7 +39,9 @@ class LearnerConfig(BaseModel):
     critic_arch: Literal["mlp", "residual"] = "mlp"
     """As actor_arch, for the twin critics."""
     critic_width: int = Field(512, ge=8, multiple_of=8)
+    """Residual critics: width of the residual stream."""
     critic_blocks: int = Field(2, ge=1)
+    """Residual critics: number of blocks."""
     expansion: int = Field(2, ge=1)
     """Residual blocks: fc1 widens the stream by this factor, fc2 narrows it back."""
     critic_loss: Literal["mse", "c51"] = "mse"
@@ -46,9 +49,11 @@ class LearnerConfig(BaseModel):
     distribution over num_atoms fixed atoms in [v_min, v_max], trained with cross-entropy
     against the target distribution projected back onto the atoms (inside the graph)."""
     num_atoms: int = Field(101, ge=2)
+    """Atoms of the c51 critic's return distribution."""
     v_min: float = -250.0
     """Lowest atom of the c51 critic (in scaled-reward units when reward_norm is on)."""
     v_max: float = 250.0
+    """Highest atom of the c51 critic."""
     obs_norm: bool = False
     """Running observation mean/std on the device, updated from each sampled batch inside the
     update; every network reads clip((obs - mean) / std); the statistics ship with each
@@ -64,6 +69,7 @@ class LearnerConfig(BaseModel):
     """Rows sum n discounted rewards and bootstrap from the obs n steps on (fewer where the
     episode ended); summed on the actors, which know the order of steps."""
     gamma: float = Field(0.99, gt=0, le=1)
+    """Discount per environment step."""
     tau: float = Field(0.005, gt=0, le=1)
     """Polyak step of the target critics."""
     actor_ema: float = Field(0.0, ge=0, lt=1)
@@ -71,18 +77,58 @@ class LearnerConfig(BaseModel):
     none). With it, evaluations, checkpoint-best, the final evaluation and exports use the
     averaged actor; the env actors still explore with the live one."""
     actor_lr: float = Field(3e-4, gt=0)
+    """Adam step size of the actor."""
     critic_lr: float = Field(3e-4, gt=0)
+    """Adam step size of the twin critics."""
     alpha_lr: float = Field(3e-4, gt=0)
+    """Adam step size of the temperature."""
     actor_weight_decay: float = Field(0.0, ge=0, lt=1)
     """AdamW's decoupled weight decay of the actor's parameters (0: plain Adam, as SAC has it;
     FastTD3 decays both networks by 0.1). The temperature is never decayed."""
     critic_weight_decay: float = Field(0.0, ge=0, lt=1)
     """AdamW's decoupled weight decay of the critics' parameters (0: plain Adam)."""
     init_alpha: float = Field(1.0, gt=0)
+    """Temperature at the start."""
     target_entropy: float | None = None
     """Temperature target; null means -action_dim."""
     log_std_min: float = -5.0
+    """Lowest log standard deviation of the policy."""
     log_std_max: float = 2.0
+    """Highest log standard deviation of the policy."""
+    seed: int = 0
+
+    """Seed of the networks' initialization and the sampling (run.seed sets it)."""
+
+    @model_validator(mode="after")
+    def _atoms(self):
+        if self.critic_loss == "c51" and not self.v_min < self.v_max:
+            raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
+        return self
+
+
+class ReplayConfig(_Section):
+    """The replay ring on the learner's device, what each update samples, and the limiter that
+    holds updates and inserts to a ratio."""
+
+    capacity: int = Field(1_000_000, ge=1_000)
+    """Replay ring rows, preallocated on the learner's device."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Storage dtype of observations in the ring (halves memory at 16 bits)."""
+    batch_size: int = Field(256, ge=2)
+    """Transitions sampled per update."""
+    ratio: float | None = Field(0.25, gt=0)
+    """Updates per inserted transition (Reverb-style limiter); null: no limit either way."""
+    ratio_tolerance: int = Field(2_000, ge=0)
+    """How many updates learner and actors may drift from the ratio before one side waits."""
+    min_size: int = Field(5_000, ge=1)
+    """No update before the ring holds this many transitions."""
+
+
+class ComputeConfig(_Section):
+    """Where the update runs and how: device, precision, CUDA graph, torch.compile, threads."""
+
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    """'auto' takes CUDA when present, else the CPU; 'cuda' fails clearly without a GPU."""
     amp: Literal["off", "bf16", "fp16", "auto"] = "auto"
     """Autocast on CUDA: 'auto' is bf16 where supported. Always off on the CPU."""
     cuda_graph: bool = True
@@ -119,8 +165,20 @@ class LearnerConfig(BaseModel):
     graphs_in_flight: int = Field(2, ge=0)
     """Graph replays queued ahead of the GPU before the training thread sleeps on a blocking
     CUDA event; 0: no bound (the thread then spins a whole core in CUDA's launch queue)."""
-    publish_every_s: float = Field(0.5, gt=0)
-    """Seconds between weight publications to the actors."""
+    num_threads: int = Field(1, ge=1)
+    """torch CPU threads for the learner process."""
+
+    @model_validator(mode="after")
+    def _compile_options(self):
+        if self.compile_options and self.compile_mode != "default":
+            raise ValueError("compile_options needs compile_mode 'default' "
+                             "(torch.compile takes a mode or options, not both)")
+        return self
+
+
+class ServerConfig(_Section):
+    """The gRPC port actors push transitions to and watch weights from."""
+
     host: str = "127.0.0.1"
     """gRPC bind address. Anything but loopback requires a token."""
     port: int = Field(0, ge=0, le=65535)
@@ -150,18 +208,8 @@ class LearnerConfig(BaseModel):
     max_actors: int = Field(2_000, ge=0)
     """Actors streaming at once; one more is refused at once with RESOURCE_EXHAUSTED (its log
     says so and it retries with backoff), counted as refused_actors. 0: no bound."""
-    num_cpus: float = Field(1.0, ge=0)
-    """Ray CPUs reserved for the learner actor."""
-    num_gpus: float | None = Field(None, ge=0, le=1)
-    """Ray GPUs for the learner actor; null: a whole one where the cluster has one. A fraction
-    lets several jobs share a GPU (`herd tune --concurrent`)."""
-    num_threads: int = Field(1, ge=1)
-    """torch CPU threads for the learner process."""
-    max_restarts: int = Field(3, ge=-1)
-    """Ray restarts of a dead learner, each from the job's latest checkpoint (-1: always)."""
-    down_timeout_s: float = Field(180.0, gt=0)
-    """How long the driver waits for a dead learner to come back before failing the job."""
-    seed: int = 0
+    publish_every_s: float = Field(0.5, gt=0)
+    """Seconds between weight publications to the actors."""
 
     @field_validator("ingest_process", mode="before")
     @classmethod
@@ -170,20 +218,154 @@ class LearnerConfig(BaseModel):
         return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
     @model_validator(mode="after")
-    def _atoms(self):
-        if self.critic_loss == "c51" and not self.v_min < self.v_max:
-            raise ValueError(f"learner.v_min ({self.v_min}) must be below learner.v_max ({self.v_max})")
-        return self
-
-    @model_validator(mode="after")
-    def _compile_options(self):
-        if self.compile_options and self.compile_mode != "default":
-            raise ValueError("learner.compile_options needs learner.compile_mode 'default' "
-                             "(torch.compile takes a mode or options, not both)")
-        return self
-
-    @model_validator(mode="after")
     def _tls_pair(self):
         if bool(self.tls_cert) != bool(self.tls_key):
-            raise ValueError("learner.tls_cert and learner.tls_key must be given together")
+            raise ValueError("tls_cert and tls_key must be given together")
         return self
+
+
+class PlacementConfig(_Section):
+    """What Ray reserves for the learner actor, and how a dead one comes back."""
+
+    num_cpus: float = Field(1.0, ge=0)
+    """Ray CPUs reserved for the learner actor."""
+    num_gpus: float | None = Field(None, ge=0, le=1)
+    """Ray GPUs for the learner actor; null: a whole one where the cluster has one. A fraction
+    lets several jobs share a GPU (`herd tune --concurrent`)."""
+    max_restarts: int = Field(3, ge=-1)
+    """Ray restarts of a dead learner, each from the job's latest checkpoint (-1: always)."""
+    down_timeout_s: float = Field(180.0, gt=0)
+    """How long the driver waits for a dead learner to come back before failing the job."""
+
+
+MOVED = {
+    "hidden_sizes": "algorithm.hidden_sizes",
+    "actor_arch": "algorithm.actor_arch",
+    "actor_width": "algorithm.actor_width",
+    "actor_blocks": "algorithm.actor_blocks",
+    "critic_arch": "algorithm.critic_arch",
+    "critic_width": "algorithm.critic_width",
+    "critic_blocks": "algorithm.critic_blocks",
+    "expansion": "algorithm.expansion",
+    "critic_loss": "algorithm.critic_loss",
+    "num_atoms": "algorithm.num_atoms",
+    "v_min": "algorithm.v_min",
+    "v_max": "algorithm.v_max",
+    "obs_norm": "algorithm.obs_norm",
+    "obs_clip": "algorithm.obs_clip",
+    "reward_norm": "algorithm.reward_norm",
+    "norm_horizon": "algorithm.norm_horizon",
+    "n_step": "algorithm.n_step",
+    "gamma": "algorithm.gamma",
+    "tau": "algorithm.tau",
+    "actor_ema": "algorithm.actor_ema",
+    "actor_lr": "algorithm.actor_lr",
+    "critic_lr": "algorithm.critic_lr",
+    "alpha_lr": "algorithm.alpha_lr",
+    "actor_weight_decay": "algorithm.actor_weight_decay",
+    "critic_weight_decay": "algorithm.critic_weight_decay",
+    "init_alpha": "algorithm.init_alpha",
+    "target_entropy": "algorithm.target_entropy",
+    "log_std_min": "algorithm.log_std_min",
+    "log_std_max": "algorithm.log_std_max",
+    "seed": "algorithm.seed",
+    "buffer_capacity": "replay.capacity",
+    "buffer_dtype": "replay.dtype",
+    "batch_size": "replay.batch_size",
+    "replay_ratio": "replay.ratio",
+    "ratio_tolerance": "replay.ratio_tolerance",
+    "min_replay_size": "replay.min_size",
+    "device": "compute.device",
+    "amp": "compute.amp",
+    "cuda_graph": "compute.cuda_graph",
+    "compile": "compute.compile",
+    "compile_mode": "compute.compile_mode",
+    "compile_options": "compute.compile_options",
+    "graph_in_background": "compute.graph_in_background",
+    "tf32": "compute.tf32",
+    "simultaneous": "compute.simultaneous",
+    "updates_per_call": "compute.updates_per_call",
+    "graphs_in_flight": "compute.graphs_in_flight",
+    "num_threads": "compute.num_threads",
+    "host": "server.host",
+    "port": "server.port",
+    "advertise_host": "server.advertise_host",
+    "token": "server.token",
+    "tls_cert": "server.tls_cert",
+    "tls_key": "server.tls_key",
+    "max_batch": "server.max_batch",
+    "max_message_mb": "server.max_message_mb",
+    "staging_batches": "server.staging_batches",
+    "ingest_process": "server.ingest_process",
+    "ingest_processes": "server.ingest_processes",
+    "max_actors": "server.max_actors",
+    "publish_every_s": "server.publish_every_s",
+    "num_cpus": "placement.num_cpus",
+    "num_gpus": "placement.num_gpus",
+    "max_restarts": "placement.max_restarts",
+    "down_timeout_s": "placement.down_timeout_s",
+}
+"""The flat layout's keys (before the sections) -> where each lives now."""
+
+
+class LearnerConfig(_Section):
+    """How the learner learns, stores transitions, computes, serves actors and is placed."""
+
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    """The SAC update's math."""
+    replay: ReplayConfig = ReplayConfig()
+    """The replay ring, the batch and the update-to-data ratio."""
+    compute: ComputeConfig = ComputeConfig()
+    """Device, precision, CUDA graph and compile."""
+    server: ServerConfig = ServerConfig()
+    """The gRPC port for actors."""
+    placement: PlacementConfig = PlacementConfig()
+    """Ray resources and restarts of the learner actor."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_keys_moved(cls, data):
+        """A key of the flat layout is refused with where it lives now (one line)."""
+        if isinstance(data, dict):
+            old = [k for k in data if k in MOVED]
+            if old:
+                more = f" (and {len(old) - 1} more of the flat layout)" if len(old) > 1 else ""
+                raise PydanticCustomError(
+                    "moved", "learner.{key}: moved to learner.{to}{more}",
+                    {"key": old[0], "to": MOVED[old[0]], "more": more,
+                      "moved": {k: MOVED[k] for k in old}})
+        return data
+
+    @classmethod
+    def flat(cls, **fields) -> LearnerConfig:
+        """Built from field names alone, each put in its section: `flat(batch_size=32,
+        device="cpu")` is `LearnerConfig(replay={"batch_size": 32}, compute={"device": "cpu"})`."""
+        sections: dict[str, dict] = {}
+        for name, value in fields.items():
+            section = SECTION_OF.get(name)
+            if section is None:
+                raise TypeError(f"LearnerConfig has no field {name!r}")
+            sections.setdefault(section, {})[name] = value
+        return cls(**sections)
+
+    @classmethod
+    def from_saved(cls, saved: dict, **fields) -> LearnerConfig:
+        """The config a checkpoint stored (model_dump), of either layout, with `fields`
+        (flat names) set over it; keys no section knows any more are dropped."""
+        sections: dict[str, dict] = {}
+        for key, value in saved.items():
+            if isinstance(value, dict) and key in cls.model_fields:
+                for name, v in value.items():
+                    if SECTION_OF.get(name) == key:
+                        sections.setdefault(key, {})[name] = v
+            elif key in MOVED:
+                section, name = MOVED[key].split(".")
+                sections.setdefault(section, {})[name] = value
+        for name, value in fields.items():
+            sections.setdefault(SECTION_OF[name], {})[name] = value
+        return cls(**sections)
+
+
+SECTION_OF = {name: section for section, field in LearnerConfig.model_fields.items()
+              for name in field.annotation.model_fields}
+"""Field name -> its section (names are unique across sections)."""

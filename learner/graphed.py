@@ -55,8 +55,8 @@ def configure_backends(device: torch.device, tf32: bool) -> None:
 
 
 def make_update(sac: SAC, buffer: ReplayBuffer) -> GraphedUpdate:
-    """The update a learner with `sac.cfg` runs: graphed (+ compiled) on CUDA, eager on the CPU."""
-    cfg = sac.cfg
+    """The update `sac.compute` asks for: graphed (+ compiled) on CUDA, eager on the CPU."""
+    cfg = sac.compute
     configure_backends(sac.device, cfg.tf32)
     cuda = sac.device.type == "cuda"
     compile_mode = cfg.compile_mode if cfg.compile and cuda else None  # the CPU stays eager
@@ -88,7 +88,7 @@ class GraphedUpdate:
         self.sac, self.buffer = sac, buffer
         self.k = updates_per_call
         cuda = sac.device.type == "cuda"
-        self.use_graph = cuda and (sac.cfg.cuda_graph if cuda_graph is None else cuda_graph)
+        self.use_graph = cuda and (sac.compute.cuda_graph if cuda_graph is None else cuda_graph)
         self.warmup = warmup
         self.compile_mode = compile_mode
         self.compiled = False  # the live SAC runs the torch.compile wrappers
@@ -376,8 +376,8 @@ def twin_of(sac: SAC) -> SAC:
     high = (sac.actor.bias + sac.actor.scale).cpu().numpy()
     cuda = sac.device.type == "cuda"
     with torch.random.fork_rng(devices=[sac.device] if cuda else []):
-        twin = SAC(sac.cfg, sac.obs_dim, sac.actor.action_dim, np.asarray(low), np.asarray(high),
-                   sac.device)
+        twin = SAC(sac.cfg, sac.compute, sac.batch_size, sac.obs_dim, sac.actor.action_dim,
+                   np.asarray(low), np.asarray(high), sac.device)
     if cuda:  # its initial weights are written before another thread's stream reads them
         torch.cuda.synchronize(sac.device)
     return twin

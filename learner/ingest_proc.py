@@ -49,7 +49,7 @@ SLOT_ROWS = 512
 class IngestProcess:
     """Ingest's interface (take, counts, port, stop) with the work in `processes` children.
 
-    With several, each listens on a port of its own (learner.port + k) and an
+    With several, each listens on a port of its own (learner.server.port + k) and an
     actor's handshake anywhere is answered with its home process's port (HandshakeReply
     .ingest_port, by a stable hash of actor_id): every connection of an actor goes to one
     process, which keeps its dedup exact. max_actors is shared out evenly among them."""
@@ -77,7 +77,7 @@ class IngestProcess:
         if server.get("max_actors"):
             server["max_actors"] = -(-server["max_actors"] // processes)
         server.update(max_batch=max_batch, peers=processes > 1)
-        # a fixed learner.port (a mapped or firewalled one) gives fixed ports: port, port + 1, ...
+        # a fixed learner.server.port (a mapped or firewalled one) gives fixed ports: port, port + 1, ...
         first = server["port"]
         try:
             for k, c in enumerate(self.children):

@@ -4,7 +4,7 @@ The losses themselves are plain functions in learner/losses.py; this file wires 
 step and keeps it fast. `SAC.update` is one full step (sample -> normalize -> critic -> actor
 -> temperature -> targets) written as a function of fixed-shape device tensors with no host
 sync, so it can be compiled and captured as one CUDA graph (learner/graphed.py). On the CPU
-it simply runs eagerly. The family (LearnerConfig): mlp or residual networks, an MSE or a
+it simply runs eagerly. The family (AlgorithmConfig): mlp or residual networks, an MSE or a
 categorical (c51) critic, running observation and reward normalization, n-step rows.
 
 Kernel budget (the update is launch-bound at small batch, so every kernel counts):
@@ -29,7 +29,7 @@ import torch
 
 from herd.learner import losses
 from herd.learner.branches import Branches
-from herd.learner.config import LearnerConfig
+from herd.learner.config import AlgorithmConfig, ComputeConfig
 from herd.learner.flat_adam import FlatAdam, flatten_
 from herd.learner.networks import Actor, Critic
 from herd.learner.normalizer import RunningNorm
@@ -78,7 +78,7 @@ class GraphScaler:
 
 
 def compile_kwargs(mode: str | None, options: dict) -> dict:
-    """torch.compile's keywords for `mode` and learner.compile_options: the options (mode
+    """torch.compile's keywords for `mode` and learner.compute.compile_options: the options (mode
     'default' is what they start from) or the mode. An option inductor does not have is a
     ValueError of one line, before anything compiles."""
     if not options:
@@ -88,15 +88,18 @@ def compile_kwargs(mode: str | None, options: dict) -> dict:
     known = inductor.get_config_copy()
     unknown = sorted(k for k in options if k not in known)
     if unknown:
-        raise ValueError(f"learner.compile_options: torch._inductor has no setting {unknown[0]!r}")
+        raise ValueError(f"learner.compute.compile_options: torch._inductor has no setting {unknown[0]!r}")
     if mode not in (None, "default"):
-        raise ValueError("learner.compile_options needs learner.compile_mode 'default'")
+        raise ValueError("learner.compute.compile_options needs learner.compute.compile_mode 'default'")
     return {"options": dict(options)}
 
 
 class SAC:
-    def __init__(self, cfg: LearnerConfig, obs_dim, action_dim, action_low, action_high, device):
-        self.cfg = cfg
+    def __init__(self, cfg: AlgorithmConfig, compute: ComputeConfig, batch_size: int, obs_dim,
+                 action_dim, action_low, action_high, device):
+        """`cfg`: the update's math; `compute`: its precision, streams and compile options;
+        `batch_size`: transitions sampled per update."""
+        self.cfg, self.compute, self.batch_size = cfg, compute, batch_size
         self.device = device = torch.device(device)
         self.obs_dim = obs_dim
         torch.manual_seed(cfg.seed)
@@ -138,10 +141,10 @@ class SAC:
             self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False)
             self._avg_flat = flatten_(list(self.actor_avg.parameters()))
         self._n_actor = sum(p.numel() for p in self._actor_params)
-        self.amp_dtype = resolve_amp(cfg.amp, device)
+        self.amp_dtype = resolve_amp(compute.amp, device)
         self.scaler = GraphScaler(device) if self.amp_dtype == torch.float16 else None
         # streams: 0 critic, 1 actor + temperature, 2 target (learner/branches.py)
-        self.branches = Branches(device, cfg.simultaneous, 3)
+        self.branches = Branches(device, compute.simultaneous, 3)
         self._inputs = self._inputs_eager
         self._actor_pass = self._actor_pass_eager
         self._critic_out = self._critic_out_eager
@@ -160,7 +163,7 @@ class SAC:
     def compile(self, mode: str | None = "default") -> None:
         """torch.compile the differentiable pieces (forward and their backward) and both Adams
         (together: the second one's sizes make Dynamo recompile the shared function)."""
-        kw = compile_kwargs(mode, self.cfg.compile_options)
+        kw = compile_kwargs(mode, self.compute.compile_options)
         for name in self.PIECES:
             setattr(self, name, torch.compile(getattr(self, name + "_eager"), **kw))
         self.critic_opt.compile(**kw)
@@ -209,7 +212,7 @@ class SAC:
     # ---- one update ----
     def update(self, buffer: ReplayBuffer) -> torch.Tensor:
         """One SAC step on a uniform batch from `buffer`; returns LOSS_NAMES as a tensor."""
-        return self.update_on(buffer.sample(self.cfg.batch_size))
+        return self.update_on(buffer.sample(self.batch_size))
 
     def update_on(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         """One SAC step on batch `b` (as ReplayBuffer.gather returns it).
@@ -235,7 +238,7 @@ class SAC:
         with br.on(0):
             critic_loss, q_mean = self._critic_loss(out, target)
             c_grads, c_inf = self._grads(critic_loss, self._critic_params)
-            if not self.cfg.simultaneous:  # CleanRL's order: the actor sees the new critic
+            if not self.compute.simultaneous:  # CleanRL's order: the actor sees the new critic
                 self._step(self.critic_opt, c_grads, c_inf)
         with br.on(1):  # actor + temperature
             actor_loss = self._actor_loss(obs, a_pi, logp_pi, alpha)
@@ -248,7 +251,7 @@ class SAC:
                 with torch.no_grad():
                     self._avg_flat.lerp_(self.actor_opt.flat[: self._n_actor], self.cfg.actor_ema)
         with br.on(0):  # after the target's read too: it waited for branch 2 above
-            if self.cfg.simultaneous:
+            if self.compute.simultaneous:
                 self._step(self.critic_opt, c_grads, c_inf)
             with torch.no_grad():  # Polyak: one lerp over the flat target buffer
                 self._target_flat.lerp_(self.critic_opt.flat, self.tau)

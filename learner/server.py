@@ -118,7 +118,7 @@ def server_credentials(tls_cert: str | None, tls_key: str | None) -> grpc.Server
     if not tls_cert and not tls_key:
         return None
     if not (tls_cert and tls_key):
-        raise ValueError("learner.tls_cert and learner.tls_key go together")
+        raise ValueError("learner.server.tls_cert and learner.server.tls_key go together")
     with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
         return grpc.ssl_server_credentials([(k.read(), c.read())])
 
@@ -131,7 +131,7 @@ class Server:
         """`servicer_factory()` is called on the loop (asyncio objects belong to their loop)."""
         if not is_loopback(host) and not token:
             raise ValueError(
-                f"learner.host={host!r} exposes the gRPC port beyond loopback: set learner.token"
+                f"learner.server.host={host!r} exposes the gRPC port beyond loopback: set learner.server.token"
             )
         self._creds = server_credentials(tls_cert, tls_key)
         self._args = (servicer_factory, f"{host}:{port}", token, max_message_mb)

@@ -29,7 +29,7 @@ from herd.proto import herd_pb2 as pb
 if TYPE_CHECKING:
     import torch
 
-    from herd.learner.config import LearnerConfig
+    from herd.learner.config import LearnerConfig, ServerConfig
     from herd.learner.ingest import Ingest
     from herd.learner.ingest_proc import IngestProcess
 
@@ -41,7 +41,7 @@ def pick_device(name: str) -> torch.device:
 
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
-            "learner.device is 'cuda' but this process sees no GPU "
+            "learner.compute.device is 'cuda' but this process sees no GPU "
             "(is the learner on a GPU node, and is torch a CUDA build?); "
             "use device: auto to fall back to the CPU"
         )
@@ -50,7 +50,7 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def ingest_in_processes(cfg: LearnerConfig, cuda: bool) -> bool:
+def ingest_in_processes(cfg: ServerConfig, cuda: bool) -> bool:
     """Whether ingest runs in processes of its own (learner/ingest_proc.py)."""
     return cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and cuda)
 
@@ -78,10 +78,10 @@ class Learner:
         # ingest processes boot (Python, numpy, gRPC: no torch) while this one imports torch and builds
         # the buffer and the networks; with device auto, on the guess that CUDA is there
         self._starting: IngestProcess | None = None
-        if ingest_in_processes(cfg, cuda_likely(cfg.device)):
+        if ingest_in_processes(cfg.server, cuda_likely(cfg.compute.device)):
             from herd.learner.ingest_proc import IngestProcess
 
-            self._starting = IngestProcess(cfg.ingest_processes)
+            self._starting = IngestProcess(cfg.server.ingest_processes)
         self._init_error: Exception | None = None
         try:
             self._build(cfg, spec, checkpoint, latest)
@@ -124,44 +124,46 @@ class Learner:
         self.cfg = cfg
         self.spec = spec
         self.learner_id = uuid.uuid4().hex[:12]
-        self.device = pick_device(cfg.device)
-        if cfg.compile and cfg.compile_options:  # a bad setting fails here, not in a compile later
+        compute, replay, srv = cfg.compute, cfg.replay, cfg.server
+        self.device = pick_device(compute.device)
+        if compute.compile and compute.compile_options:  # a bad setting fails here, not in a compile later
             from herd.learner.sac import compile_kwargs
 
-            compile_kwargs(cfg.compile_mode, cfg.compile_options)
-        torch.set_num_threads(cfg.num_threads)
+            compile_kwargs(compute.compile_mode, compute.compile_options)
+        torch.set_num_threads(compute.num_threads)
         if self.device.type == "cuda":  # the CUDA context now, so that its cost shows apart
             torch.empty(0, device=self.device)
         self.startup_unix["device"] = time.time()
         steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
         obs_dim = int(np.prod(spec.obs_shape))
         action_dim = int(np.prod(spec.action_shape))
-        obs_dtype = getattr(torch, cfg.buffer_dtype)  # float32, bfloat16 or float16
+        obs_dtype = getattr(torch, replay.dtype)  # float32, bfloat16 or float16
         layout = dict(obs_shape=tuple(spec.obs_shape), action_dim=action_dim, obs_dtype=obs_dtype,
-                      one_step_discount=cfg.gamma)
+                      one_step_discount=cfg.algorithm.gamma)
         self.publisher = WeightPublisher()
         server = dict(
-            learner_id=self.learner_id, host=cfg.host, port=cfg.port, token=cfg.token,
-            max_message_mb=cfg.max_message_mb, max_batch=cfg.max_batch,
-            staging_batches=cfg.staging_batches, max_actors=cfg.max_actors,
-            obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=cfg.tls_cert,
-            tls_key=cfg.tls_key, status=self.status)
-        if ingest_in_processes(cfg, self.device.type == "cuda"):
-            self._starting = self._starting or IngestProcess(cfg.ingest_processes)
+            learner_id=self.learner_id, host=srv.host, port=srv.port, token=srv.token,
+            max_message_mb=srv.max_message_mb, max_batch=srv.max_batch,
+            staging_batches=srv.staging_batches, max_actors=srv.max_actors,
+            obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=srv.tls_cert,
+            tls_key=srv.tls_key, status=self.status)
+        if ingest_in_processes(srv, self.device.type == "cuda"):
+            self._starting = self._starting or IngestProcess(srv.ingest_processes)
             self._starting.start(spec, self.publisher, layout, pin=self.device.type == "cuda", **server)
         elif self._starting is not None:  # the guess was wrong: no CUDA
             self._starting.stop()
             self._starting = None
         self.ingest: Ingest | IngestProcess | None = None
-        self.buffer = ReplayBuffer(cfg.buffer_capacity, device=self.device, **layout)
+        self.buffer = ReplayBuffer(replay.capacity, device=self.device, **layout)
         self.table = ReplayTable(
-            self.buffer, RateLimiter(cfg.replay_ratio, cfg.ratio_tolerance, cfg.min_replay_size),
-            chunk_rows=2 * cfg.max_batch)
+            self.buffer, RateLimiter(replay.ratio, replay.ratio_tolerance, replay.min_size),
+            chunk_rows=2 * srv.max_batch)
         self.startup_unix["buffer"] = time.time()
-        self.sac = SAC(cfg, obs_dim, action_dim, spec.action_low, spec.action_high, self.device)
+        self.sac = SAC(cfg.algorithm, compute, replay.batch_size, obs_dim, action_dim,
+                       spec.action_low, spec.action_high, self.device)
         self.startup_unix["sac"] = time.time()
         self.trainer = Trainer(self.sac, self.table, self.publisher, self._take,
-                               publish_every_s=cfg.publish_every_s, num_threads=cfg.num_threads)
+                               publish_every_s=srv.publish_every_s, num_threads=compute.num_threads)
         self._model_lock = self.trainer.model_lock
         self._received_base = 0  # accepted by the learner this one was restored from
         self.restarted = _restarted_by_ray()
@@ -229,7 +231,7 @@ class Learner:
     # ---- control plane (the driver, via Ray) ----
     def address(self) -> str:
         self._started()
-        host = self.cfg.advertise_host or self.cfg.host
+        host = self.cfg.server.advertise_host or self.cfg.server.host
         if host in ("0.0.0.0", "::"):
             import ray
 
@@ -285,9 +287,9 @@ class Learner:
         return self.publisher.wait_newer(0, timeout=0)
 
     def policy_for_eval(self) -> pb.PolicyWeights:
-        """The policy evaluations use: the last published one, or with learner.actor_ema the
+        """The policy evaluations use: the last published one, or with learner.algorithm.actor_ema the
         averaged actor now (under the version last published)."""
-        if self.cfg.actor_ema <= 0:
+        if self.cfg.algorithm.actor_ema <= 0:
             return self.weights()
         with self._model_lock:
             return self.sac.policy_weights(self.publisher.version, averaged=True)
@@ -309,7 +311,7 @@ class Learner:
 
     def _save(self, path: str, save_replay: bool) -> pb.PolicyWeights:
         """`save`; returns the policy the checkpoint holds, as published when it was taken (the
-        averaged actor of that moment, with learner.actor_ema)."""
+        averaged actor of that moment, with learner.algorithm.actor_ema)."""
         import torch
 
         out = Path(path)
@@ -317,7 +319,7 @@ class Learner:
         with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
             # publish these very networks, so the checkpoint's policy_version names them
             weights = self._publish()
-            if self.cfg.actor_ema > 0:
+            if self.cfg.algorithm.actor_ema > 0:
                 weights = self.sac.policy_weights(weights.version, averaged=True)
             state = self._snapshot()
             # the training thread publishes outside the lock, from these same networks
@@ -395,7 +397,7 @@ class Learner:
             "inserted": self.buffer.inserted,
             "policy_version": self.publisher.version,
             # no secret in runs/: the token is per job and handed to actors by the driver
-            "config": self.cfg.model_dump(exclude={"token"}),
+            "config": self.cfg.model_dump(exclude={"server": {"token"}}),
         }
 
     def restore(self, path: str) -> None:

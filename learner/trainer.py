@@ -29,7 +29,7 @@ class Trainer:
     def __init__(self, sac: SAC, table: ReplayTable, publisher: WeightPublisher, take: Take, *,
                  publish_every_s: float, num_threads: int):
         self.sac, self.table, self.publisher, self.take = sac, table, publisher, take
-        self.cfg = sac.cfg
+        self.compute = sac.compute
         self.publish_every_s, self.num_threads = publish_every_s, num_threads
         self.updates = 0
         self.base_version = 0  # the restored checkpoint's version: new versions go above it
@@ -76,14 +76,14 @@ class Trainer:
 
     def _loop(self) -> None:
         torch.set_num_threads(self.num_threads)  # per thread under OpenMP (actors/policy.py)
-        k = self.cfg.updates_per_call
+        k = self.compute.updates_per_call
         ring = self.table.ring
         gaps = self.gaps
         last_pub = last_rate = time.monotonic()
         rate_base = (self.updates, ring.inserted)
         try:
             with self.model_lock:  # both warm up on the live model and roll it back
-                if self.cfg.graph_in_background:
+                if self.compute.graph_in_background:
                     # CUDA: the uncompiled graph is captured now and replayed while the
                     # compiled one is built on a thread of its own (a twin SAC); a later call
                     # swaps it in (learner/graphed.py)

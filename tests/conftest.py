@@ -67,8 +67,8 @@ def make_learner(spec):
     made = []
 
     def make(**overrides):
-        cfg = LearnerConfig(**{"buffer_capacity": 5_000, "min_replay_size": 1_000,
-                               "batch_size": 64, "hidden_sizes": (64, 64), **overrides})
+        cfg = LearnerConfig.flat(**{"capacity": 5_000, "min_size": 1_000, "batch_size": 64,
+                                    "hidden_sizes": (64, 64), **overrides})
         learner = Learner(cfg, spec)
         made.append(learner)
         return learner

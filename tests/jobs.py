@@ -16,14 +16,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SMALL = {
     "env": {"id": "InvertedPendulum-v5"},
-    "learner": {"hidden_sizes": [32, 32], "batch_size": 32, "buffer_capacity": 20000,
-                "min_replay_size": 300, "replay_ratio": 0.5, "ratio_tolerance": 200,
-                "publish_every_s": 0.3, "num_cpus": 0.5},
+    "learner": {"algorithm": {"hidden_sizes": [32, 32]},
+                "replay": {"batch_size": 32, "capacity": 20000, "min_size": 300, "ratio": 0.5,
+                           "ratio_tolerance": 200},
+                "server": {"publish_every_s": 0.3}, "placement": {"num_cpus": 0.5}},
     "actors": {"num_actors": 1, "num_envs": 2, "steps_per_push": 8, "warmup_steps": 200,
                "num_cpus": 0.5},
     "run": {"name": "itest", "max_env_steps": 10_000_000, "max_seconds": 300,
             "eval_every_s": 5, "eval_episodes": 1, "log_every_s": 1, "checkpoint_every_s": 30},
 }
+
+
+def small_learner(**fields) -> dict:
+    """SMALL's learner section with these fields (by name: host=, ratio=) set in their sections."""
+    from herd.learner.config import SECTION_OF
+
+    out = {section: dict(part) for section, part in SMALL["learner"].items()}
+    for name, value in fields.items():
+        out.setdefault(SECTION_OF[name], {})[name] = value
+    return out
 
 
 def herd(*args, check=True) -> subprocess.CompletedProcess:

@@ -158,7 +158,7 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
                 "--set", "env.id=HerdUserPendulum-v0", "--set", "env.module=herd_user_env",
                 "--set", f"run.target_return={TARGET}", "--set", "run.eval_every_s=4", "--set", "run.log_every_s=1",
                 "--set", "run.eval_episodes=2", "--set", "run.max_seconds=240",
-                "--set", "learner.batch_size=64", "--seed", "3", "--name", "fresh",
+                "--set", "learner.replay.batch_size=64", "--seed", "3", "--name", "fresh",
                 "--set", "run.wandb.project=herd-suite", "--set", "run.wandb.mode=offline", timeout=400)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         job = next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("submitted"))

@@ -22,8 +22,8 @@ def test_one_actor_uses_about_one_core() -> None:
     d = describe(make_env(EnvConfig(id=env_id)))
     spec = codec.spec_to_proto(env_id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"])
-    learner = Learner(LearnerConfig(device="cpu", buffer_capacity=50_000, min_replay_size=10**9,
-                                    replay_ratio=None), spec)
+    learner = Learner(LearnerConfig.flat(device="cpu", capacity=50_000, min_size=10**9,
+                                    ratio=None), spec)
     try:
         ctx = mp.get_context("spawn")
         q = ctx.Queue()

@@ -7,7 +7,7 @@ from herd.actors.env_actor import EnvActor
 
 
 def test_actor_feeds_learner_and_counts_agree(make_learner, env_cfg):
-    learner = make_learner(min_replay_size=200, buffer_capacity=20_000, replay_ratio=None)
+    learner = make_learner(min_size=200, capacity=20_000, ratio=None)
     cfg = ActorConfig(num_envs=4, steps_per_push=8, warmup_steps=64, window=2, step_threads=2)
     actor = EnvActor("t0", env_cfg, cfg, learner.address(), seed=1)
     deadline = time.monotonic() + 30
@@ -35,7 +35,7 @@ def test_pin_binds_every_thread(make_learner, env_cfg):
     import os
     import threading
 
-    learner = make_learner(min_replay_size=10**9, buffer_capacity=4_000, replay_ratio=None)
+    learner = make_learner(min_size=10**9, capacity=4_000, ratio=None)
     actor = EnvActor("t1", env_cfg, ActorConfig(num_envs=2, steps_per_push=4, warmup_steps=0),
                      learner.address(), seed=2)
     every = set(os.sched_getaffinity(0))
@@ -61,7 +61,7 @@ def test_n_step_actor_rows_reach_the_ring_with_their_discounts(make_learner, env
     the open windows), and the ring holds discounts g^k for k = 1..3 only."""
     import numpy as np
 
-    learner = make_learner(min_replay_size=10**9, buffer_capacity=20_000, replay_ratio=None)
+    learner = make_learner(min_size=10**9, capacity=20_000, ratio=None)
     cfg = ActorConfig(num_envs=4, steps_per_push=8, warmup_steps=10**9, n_step=3, gamma=0.9)
     actor = EnvActor("t-n", env_cfg, cfg, learner.address(), seed=3)
     deadline = time.monotonic() + 30
@@ -79,7 +79,7 @@ def test_n_step_actor_rows_reach_the_ring_with_their_discounts(make_learner, env
 
 def test_wait_for_policy_steps_only_with_the_learners_policy(make_learner, env_cfg):
     """A resumed job's actors (wait_for_policy, warmup 0): not one random-action step."""
-    learner = make_learner(min_replay_size=10**9, buffer_capacity=4_000, replay_ratio=None)
+    learner = make_learner(min_size=10**9, capacity=4_000, ratio=None)
     actor = EnvActor("t-w", env_cfg, ActorConfig(num_envs=2, steps_per_push=4, warmup_steps=0,
                                                  wait_for_policy=True), learner.address(), seed=4)
     deadline = time.monotonic() + 30

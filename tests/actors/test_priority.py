@@ -22,8 +22,8 @@ env_cfg = EnvConfig(id=sys.argv[1])
 d = describe(make_env(env_cfg))
 spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                            d["action_low"], d["action_high"])
-learner = Learner(LearnerConfig(buffer_capacity=4_000, min_replay_size=10**9, batch_size=32,
-                                hidden_sizes=(32, 32), replay_ratio=None), spec)
+learner = Learner(LearnerConfig.flat(capacity=4_000, min_size=10**9, batch_size=32,
+                                hidden_sizes=(32, 32), ratio=None), spec)
 before = {t: os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")}
 actor = EnvActor("t-nice", env_cfg, ActorConfig(num_envs=2, steps_per_push=4, warmup_steps=10**9,
                                                  step_threads=2, nice=int(sys.argv[2])),

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 def test_compile_profile_records_each_arm_cold(tmp_path):
     out = tmp_path / "cp.json"
     proc = subprocess.run([sys.executable, "bench/compile_profile.py", "--config", "configs/demo.yaml",
-                           "--arm", "compiled:learner.compile=true;learner.updates_per_call=1",
+                           "--arm", "compiled:learner.compute.compile=true;learner.compute.updates_per_call=1",
                            "--no-warm", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -32,9 +32,11 @@ def test_compile_profile_records_each_arm_cold(tmp_path):
 def test_an_arm_is_learner_fields_and_env_vars():
     from compile_profile import parse_arm
 
-    assert parse_arm("k1:learner.updates_per_call=1;$TORCHINDUCTOR_COMPILE_THREADS=1") == (
+    assert parse_arm("k1:learner.compute.updates_per_call=1;$TORCHINDUCTOR_COMPILE_THREADS=1") == (
         "k1", {"updates_per_call": 1}, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})
-    with pytest.raises(SystemExit, match="learner.<field> or"):
+    with pytest.raises(SystemExit, match="learner.<section>.<field> or"):
         parse_arm("x:batch_size=3")
+    with pytest.raises(SystemExit, match="learner.<section>.<field> or"):
+        parse_arm("x:learner.compute.batch_size=3")  # batch_size lives in replay
     with pytest.raises(SystemExit, match="NAME:KEY=VALUE"):
-        parse_arm("x:learner.batch_size")
+        parse_arm("x:learner.replay.batch_size")

@@ -18,7 +18,7 @@ from herd.config import ConfigError, parse_config
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"env": {"id": "InvertedPendulum-v5"},
-        "learner": {"buffer_capacity": 2_000, "min_replay_size": 100, "batch_size": 32}}
+        "learner": {"replay": {"capacity": 2_000, "min_size": 100, "batch_size": 32}}}
 
 
 def _cfg(**sections):
@@ -30,15 +30,15 @@ CASES = {
     "unknown_env": ({"env": {"id": "Humanoid-v99"}}, EnvError, "unknown env id"),
     "actor_cpus_beyond_any_node": ({"actors": {"num_cpus": 64}}, ConfigError,
                                    "actors.num_cpus=64 .* could never be scheduled"),
-    "learner_cpus_beyond_any_node": ({"learner": {"num_cpus": 64}}, ConfigError,
-                                     "learner.num_cpus"),
-    "gpu_asked_none_present": ({"learner": {"device": "cuda"}}, SystemExit, "no GPU"),
-    "batch_beyond_message_limit": ({"learner": {"max_message_mb": 1, "max_batch": 40_000},
+    "learner_cpus_beyond_any_node": ({"learner": {"placement": {"num_cpus": 64}}}, ConfigError,
+                                     "learner.placement.num_cpus"),
+    "gpu_asked_none_present": ({"learner": {"compute": {"device": "cuda"}}}, SystemExit, "no GPU"),
+    "batch_beyond_message_limit": ({"learner": {"server": {"max_message_mb": 1, "max_batch": 40_000}},
                                         "actors": {"num_envs": 100, "steps_per_push": 300}},
                                    ConfigError, "max_message_mb"),
-    "ring_beyond_node_memory": ({"learner": {"buffer_capacity": 10_000_000_000}}, ConfigError,
+    "ring_beyond_node_memory": ({"learner": {"replay": {"capacity": 10_000_000_000}}}, ConfigError,
                                 "replay ring needs"),
-    "tls_files_missing": ({"learner": {"tls_cert": "/nope/c.pem", "tls_key": "/nope/k.pem"}},
+    "tls_files_missing": ({"learner": {"server": {"tls_cert": "/nope/c.pem", "tls_key": "/nope/k.pem"}}},
                           ConfigError, "no such file"),
 }
 
@@ -74,7 +74,8 @@ def test_driver_refuses_before_starting_anything(ray_client, tmp_path, case):
 def test_driver_entrypoint_exits_2_with_the_message(tmp_path):
     """The Ray job's entrypoint itself: a clear line on stderr and exit status 2."""
     for cfg, match in (({"env": {"id": "NoSuchEnv-v0"}}, "unknown env id 'NoSuchEnv-v0'"),
-                       ({"env": {"id": "Hopper-v5"}, "learner": {"gamma": 7}}, "learner.gamma"),
+                       ({"env": {"id": "Hopper-v5"}, "learner": {"algorithm": {"gamma": 7}}},
+                        "learner.algorithm.gamma"),
                        ("{not json", "Expecting")):
         env = {**os.environ, "HERD_CONFIG_JSON": cfg if isinstance(cfg, str) else json.dumps(cfg),
                "RAY_ADDRESS": "127.0.0.1:9"}  # nothing there: must fail before Ray matters
@@ -87,9 +88,11 @@ def test_driver_entrypoint_exits_2_with_the_message(tmp_path):
 
 
 @pytest.mark.parametrize("text, match", [
-    ("env: {id: InvertedPendulum-v5}\nlearner: {tls_cert: /x.pem}\n", "tls_key"),
+    ("env: {id: InvertedPendulum-v5}\nlearner: {server: {tls_cert: /x.pem}}\n", "tls_key"),
     (("env: {id: InvertedPendulum-v5}\n"
-     "learner: {buffer_capacity: 1000, min_replay_size: 100, batch_size: 5000}\n"), "batch_size"),
+     "learner: {replay: {capacity: 1000, min_size: 100, batch_size: 5000}}\n"), "batch_size"),
+    ("env: {id: InvertedPendulum-v5}\nlearner: {batch_size: 64}\n",
+     "learner.batch_size: moved to learner.replay.batch_size"),
     ("env: {id: InvertedPendulum-v5\n", "not valid YAML"),
     ("env: {id: InvertedPendulum-v5}\nactors: {num_actors: -2}\n", "actors.num_actors"),
 ])

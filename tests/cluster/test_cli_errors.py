@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.jobs import SMALL, interrupted, wait_for
+from tests.jobs import SMALL, interrupted, small_learner, wait_for
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_no_cluster_at_all(tmp_path):
 
 def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
     # a learner no node can hold: the driver refuses it (exit 2) before starting anything
-    cfg = {**SMALL, "learner": {**SMALL["learner"], "num_cpus": 64}, "run": {**SMALL["run"], "name": "failing"}}
+    cfg = {**SMALL, "learner": small_learner(num_cpus=64), "run": {**SMALL["run"], "name": "failing"}}
     path = tmp_path / "failing.yaml"
     path.write_text(yaml.safe_dump(cfg))
     # Ctrl-C while following: exit 130, and one line says the job goes on and how to stop it
@@ -77,12 +77,12 @@ def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
         r = herd("status", job)
         return r if "failed" in r.stderr else None
 
-    one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, "learner.num_cpus=64")
+    one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, "learner.placement.num_cpus=64")
 
 
 def test_a_learner_that_cannot_start_says_why_in_one_line(ray_cluster, tmp_path):
     # a setting only the learner can check (it needs torch): its __init__ raises
-    learner = {**SMALL["learner"], "compile": True, "compile_options": {"no_such_setting": 1}}
+    learner = small_learner(compile=True, compile_options={"no_such_setting": 1})
     cfg = {**SMALL, "learner": learner, "run": {**SMALL["run"], "name": "badlearner"}}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -94,7 +94,7 @@ def test_a_learner_that_cannot_start_says_why_in_one_line(ray_cluster, tmp_path)
         r = herd("status", job)
         return r if "failed" in r.stderr else None
 
-    reason = ("the learner could not start: ValueError: learner.compile_options: torch._inductor "
+    reason = ("the learner could not start: ValueError: learner.compute.compile_options: torch._inductor "
               "has no setting 'no_such_setting'")
     one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, reason)
     # the job's log says it too, without a crash dump of the learner's process above it (a

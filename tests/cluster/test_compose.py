@@ -139,9 +139,12 @@ def test_docker_compose_config_accepts_the_file():
 CPU = ROOT / "docker-compose.cpu.yml"
 JOB = {  # tests/jobs.py's SMALL, one 1-CPU actor per 1-CPU worker; the learner stays on the head
     "env": {"id": "InvertedPendulum-v5"},
-    "learner": {"hidden_sizes": [32, 32], "batch_size": 32, "buffer_capacity": 20000, "min_replay_size": 300,
-                "replay_ratio": 0.5, "ratio_tolerance": 200, "publish_every_s": 0.3, "num_cpus": 1,
-                "host": "0.0.0.0"},  # workers dial it across the compose network (the driver makes a token)
+    "learner": {"algorithm": {"hidden_sizes": [32, 32]},
+                "replay": {"batch_size": 32, "capacity": 20000, "min_size": 300, "ratio": 0.5,
+                           "ratio_tolerance": 200},
+                # workers dial it across the compose network (the driver makes a token)
+                "server": {"publish_every_s": 0.3, "host": "0.0.0.0"},
+                "placement": {"num_cpus": 1}},
     "actors": {"num_actors": 2, "num_envs": 2, "steps_per_push": 8, "warmup_steps": 200, "num_cpus": 1},
     "run": {"name": "compose", "max_env_steps": 10_000_000, "max_seconds": 600, "eval_every_s": 5,
             "eval_episodes": 1, "log_every_s": 1, "checkpoint_every_s": 60},

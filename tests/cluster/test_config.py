@@ -37,29 +37,34 @@ def test_malformed_yaml_names_the_file(tmp_path):
 
 def test_unknown_key_and_bad_value_are_listed(tmp_path):
     with pytest.raises(ConfigError) as e:
-        load_config(_write(tmp_path, "env: {id: Hopper-v5}\nlearner: {batch_sise: 3, gamma: 7}\n"))
+        load_config(_write(tmp_path, "env: {id: Hopper-v5}\n"
+                                     "learner: {replay: {batch_sise: 3}, algorithm: {gamma: 7}}\n"))
     msg = str(e.value)
-    assert "learner.batch_sise" in msg and "learner.gamma" in msg
+    assert ("learner.replay.batch_sise: no such key (did you mean learner.replay.batch_size?)"
+            in msg and "learner.algorithm.gamma" in msg)
 
 
 def test_impossible_sizes(tmp_path):
-    with pytest.raises(ConfigError, match="min_replay_size"):
+    with pytest.raises(ConfigError, match="min_size"):
         parse_config({"env": {"id": "Hopper-v5"},
-                      "learner": {"buffer_capacity": 1000, "min_replay_size": 5000}})
+                      "learner": {"replay": {"capacity": 1000, "min_size": 5000}}})
     with pytest.raises(ConfigError, match="max_batch"):
-        parse_config({"env": {"id": "Hopper-v5"}, "learner": {"max_batch": 16},
+        parse_config({"env": {"id": "Hopper-v5"}, "learner": {"server": {"max_batch": 16}},
                       "actors": {"num_envs": 8, "steps_per_push": 4}})
 
 
 @pytest.mark.parametrize(("section", "values", "match"), [
-    ("learner", {"ratio_tolerance": 0}, "ratio_tolerance is 0 with a replay_ratio"),
+    ("learner", {"ratio_tolerance": 0}, "ratio_tolerance is 0 with a replay ratio"),
     ("actors", {"num_actors": 0}, "num_actors is 0: the job would idle"),
-    ("learner", {"min_replay_size": 5_000}, r"exceeds run.max_env_steps \(1000\)"),
+    ("learner", {"min_size": 5_000}, r"exceeds run.max_env_steps \(1000\)"),
 ])
 def test_traps_that_would_hang_or_idle_are_refused(section, values, match):
     raw = {"env": {"id": "InvertedPendulum-v5"}, "run": {"max_env_steps": 1_000},
-           "learner": {"min_replay_size": 100}}
-    raw[section] = {**raw.get(section, {}), **values}
+           "learner": {"replay": {"min_size": 100}}}
+    if section == "learner":
+        raw["learner"] = {"replay": {**raw["learner"]["replay"], **values}}
+    else:
+        raw[section] = {**raw.get(section, {}), **values}
     with pytest.raises(ConfigError, match=match):
         parse_config(raw)
 
@@ -69,7 +74,7 @@ def test_no_actors_when_asked_for_explicitly_and_no_limiter_without_tolerance():
                         "run": {"start_without_actors": True}})
     assert cfg.actors.num_actors == 0
     assert parse_config({"env": {"id": "InvertedPendulum-v5"},
-                         "learner": {"replay_ratio": None, "ratio_tolerance": 0}})
+                         "learner": {"replay": {"ratio": None, "ratio_tolerance": 0}}})
 
 
 def test_missing_file_and_non_mapping(tmp_path):
@@ -117,14 +122,16 @@ def test_submit_refuses_bad_config_before_contacting_ray(tmp_path):
 def test_actors_take_n_step_and_gamma_from_the_learner_and_a_dump_reads_back():
     from herd.config import dump_config
 
-    cfg = parse_config({"env": {"id": "Hopper-v5"}, "learner": {"n_step": 3, "gamma": 0.97}})
+    cfg = parse_config({"env": {"id": "Hopper-v5"},
+                        "learner": {"algorithm": {"n_step": 3, "gamma": 0.97}}})
     assert (cfg.actors.n_step, cfg.actors.gamma) == (3, 0.97)
     assert parse_config(yaml.safe_load(dump_config(cfg))) == cfg  # the driver re-reads the dump
-    with pytest.raises(ConfigError, match="set learner.n_step"):
+    with pytest.raises(ConfigError, match="set learner.algorithm.n_step"):
         parse_config({"env": {"id": "Hopper-v5"}, "actors": {"n_step": 2}})
 
 
 def test_a_bare_yaml_on_off_is_the_word_it_was():
     for word in ("on", "off"):
-        cfg = parse_config(yaml.safe_load(f"env: {{id: Hopper-v5}}\nlearner: {{ingest_process: {word}}}"))
-        assert cfg.learner.ingest_process == word
+        cfg = parse_config(yaml.safe_load(
+            f"env: {{id: Hopper-v5}}\nlearner: {{server: {{ingest_process: {word}}}}}"))
+        assert cfg.learner.server.ingest_process == word

@@ -40,6 +40,26 @@ def test_weights_from_checkpoint_equal_the_published_ones(checkpoint, env_cfg):
     assert (rebuilt.log_std_min, rebuilt.log_std_max) == (published.log_std_min, published.log_std_max)
 
 
+def test_a_checkpoint_of_the_flat_config_layout_still_loads(checkpoint, env_cfg):
+    """model.pt keeps its learner config; one saved before the config had sections (one flat
+    mapping, its keys since renamed or removed) still rebuilds the same policy."""
+    import torch
+
+    from herd.evaluation import weights_from_checkpoint
+    from herd.learner.config import MOVED
+
+    run_dir, published = checkpoint
+    path = run_dir / "checkpoint" / "model.pt"
+    state = torch.load(path, weights_only=True)
+    where = {to: old for old, to in MOVED.items()}
+    flat = {where[f"{section}.{k}"]: v for section, part in state["config"].items()
+            for k, v in part.items()}
+    state["config"] = {**flat, "compile_process": False}  # a key no section knows any more
+    torch.save(state, path)
+    rebuilt = weights_from_checkpoint(run_dir / "checkpoint", env_cfg)
+    assert rebuilt.SerializeToString() == published.SerializeToString()
+
+
 def test_evaluate_checkpoint_is_deterministic(checkpoint):
     from herd.evaluation import evaluate_checkpoint
 

@@ -13,7 +13,18 @@ import sys
 import pytest
 import yaml
 
-from tests.jobs import ROOT, SMALL, controller_up, get_json, herd, status, status_when, submit, wait_for
+from tests.jobs import (
+    ROOT,
+    SMALL,
+    controller_up,
+    get_json,
+    herd,
+    small_learner,
+    status,
+    status_when,
+    submit,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -149,7 +160,7 @@ def test_cuda_learner_on_a_cpu_cluster_is_refused(ray_cluster, tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    cfg = {**SMALL, "learner": {**SMALL["learner"], "device": "cuda"}}
+    cfg = {**SMALL, "learner": small_learner(device="cuda")}
     path = tmp_path / "cuda.yaml"
     path.write_text(yaml.safe_dump(cfg))
     before = {j.get("submission_id") for j in get_json(f"{ray_cluster['dashboard']}/api/jobs/")}

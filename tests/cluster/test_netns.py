@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.jobs import SMALL, wait_for
+from tests.jobs import SMALL, small_learner, wait_for
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,8 +193,7 @@ def test_actors_on_the_worker_node_reach_the_learner_across_the_link(two_nodes, 
 
 def _job_across_the_link(net: Netns, herd, query, tmp_path) -> None:
     cfg = {**SMALL,
-           "learner": {**SMALL["learner"], "host": "0.0.0.0", "token": TOKEN,
-                       "num_cpus": 2},
+           "learner": small_learner(host="0.0.0.0", token=TOKEN, num_cpus=2),
            "run": {**SMALL["run"], "name": "netns"}}
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     runs = tmp_path / "runs"

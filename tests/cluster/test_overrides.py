@@ -17,11 +17,11 @@ DEMO = ROOT / "configs" / "demo.yaml"
 
 
 def test_sets_seed_and_name_apply_and_derive():
-    cfg = load_config(DEMO, ["learner.batch_size=64", "learner.hidden_sizes=[32, 32]",
+    cfg = load_config(DEMO, ["learner.replay.batch_size=64", "learner.algorithm.hidden_sizes=[32, 32]",
                              "run.target_return=null"], seed=3, name="mine")
-    assert cfg.learner.batch_size == 64 and cfg.learner.hidden_sizes == (32, 32)
+    assert cfg.learner.replay.batch_size == 64 and cfg.learner.algorithm.hidden_sizes == (32, 32)
     assert cfg.run.target_return is None and cfg.run.name == "mine"
-    assert (cfg.run.seed, cfg.learner.seed, cfg.actors.seed, cfg.eval_seed) == (3, 3, 3, 13_000)
+    assert (cfg.run.seed, cfg.learner.algorithm.seed, cfg.actors.seed, cfg.eval_seed) == (3, 3, 3, 13_000)
     # a dumped config reads back as itself (resume, runs/JOB/config.yaml)
     import yaml
 
@@ -32,20 +32,24 @@ def test_sets_seed_and_name_apply_and_derive():
     raw = {"env": {"id": "InvertedPendulum-v5"}, "run": {"seed": 5}}
     assert parse_config(raw).actors.seed == 5
     with pytest.raises(ConfigError, match="contradicts run.seed"):
-        parse_config({**raw, "learner": {"seed": 1}})
+        parse_config({**raw, "learner": {"algorithm": {"seed": 1}}})
     assert load_config(DEMO).eval_seed == 10_000  # no seed: the evaluations as before
 
 
 @pytest.mark.parametrize(("sets", "kw", "want"), [
+    (["learner.replay.batch_sise=64"], {}, ("--set learner.replay.batch_sise=64: learner.replay.batch_sise: "
+                                           "no such key (did you mean learner.replay.batch_size?)")),
     (["learner.batch_sise=64"], {}, ("--set learner.batch_sise=64: learner.batch_sise: no such key "
-                                    "(did you mean learner.batch_size?)")),
+                                    "(did you mean learner.replay.batch_size?)")),
+    (["learner.batch_size=64"], {}, "--set learner.batch_size=64: learner.batch_size: moved to learner.replay.batch_size"),
     (["lerner.batch_size=64"], {}, "--set lerner.batch_size=64: lerner: no such key (did you mean learner?)"),
-    (["learner.batch_size=lots"], {}, "--set learner.batch_size=lots: learner.batch_size: Input should be a valid integer"),
-    (["learner.batch_size"], {}, "--set 'learner.batch_size': expected section.key=value"),
+    (["learner.replay.batch_size=lots"], {},
+     "--set learner.replay.batch_size=lots: learner.replay.batch_size: Input should be a valid integer"),
+    (["learner.replay.batch_size"], {}, "--set 'learner.replay.batch_size': expected section.key=value"),
     (["env.id.x=1"], {}, "--set env.id.x: env.id is a value, not a section"),
-    (["learner.batch_size=[1"], {}, "--set learner.batch_size: '[1' is not a YAML value"),
-    (["learner.batch_size=10000000"], {}, ("with --set learner.batch_size=10000000: Value error, "
-                                          "learner.batch_size exceeds learner.buffer_capacity")),
+    (["learner.replay.batch_size=[1"], {}, "--set learner.replay.batch_size: '[1' is not a YAML value"),
+    (["learner.replay.batch_size=10000000"], {}, ("with --set learner.replay.batch_size=10000000: Value error, "
+                                                 "learner.replay.batch_size exceeds learner.replay.capacity")),
     ([], {"seed": -1}, "--seed -1: run.seed: Input should be greater than or equal to 0"),
     ([], {"name": "a b"}, "--name a b: run.name: String should match pattern"),
 ])
@@ -61,7 +65,8 @@ def test_one_override_implementation():
     from herd import tune
 
     base = {"env": {"id": "X"}, "learner": None}
-    assert apply_overrides(base, ["learner.n_step=3"]) == with_overrides(base, parse_sets(["learner.n_step=3"]))
+    sets = ["learner.algorithm.n_step=3"]
+    assert apply_overrides(base, sets) == with_overrides(base, parse_sets(sets))
     assert tune.with_overrides is with_overrides
 
 
@@ -82,10 +87,13 @@ def test_exploration_noise_follows_the_actor_seed():
 def test_herd_submit_refuses_a_bad_override_in_one_line_before_any_cluster(capsys, tmp_path):
     from herd.cli import main
 
-    assert main(["submit", str(DEMO), "--set", "learner.batch_sise=64", "--seed", "3"]) == 2
+    assert main(["submit", str(DEMO), "--set", "learner.replay.batch_sise=64", "--seed", "3"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("herd: --set learner.batch_sise=64: learner.batch_sise: no such key "
-                   "(did you mean learner.batch_size?)")
+    assert err == ("herd: --set learner.replay.batch_sise=64: learner.replay.batch_sise: no such key "
+                   "(did you mean learner.replay.batch_size?)")
+    assert main(["submit", str(DEMO), "--set", "learner.batch_size=64"]) == 2  # the flat layout
+    err = capsys.readouterr().err.strip()
+    assert err == "herd: --set learner.batch_size=64: learner.batch_size: moved to learner.replay.batch_size"
     assert main(["submit", str(DEMO), "--working-dir", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("herd: --working-dir ") and err.endswith("no such directory")
@@ -98,3 +106,25 @@ def test_herd_submit_refuses_a_bad_override_in_one_line_before_any_cluster(capsy
     err = capsys.readouterr().err.strip()
     assert "unknown env id 'HerdNoSuchEnv-v0'" in err and len(err.splitlines()) == 1
     assert "herd_no_env_here" in sys.modules  # it was importable, from the py_module
+
+
+def test_yaml_and_override_errors_together_each_name_their_key(tmp_path):
+    """A typo in the file and a bad --set at once: one line each, the flag's line naming it."""
+    path = tmp_path / "c.yaml"
+    path.write_text("env: {id: InvertedPendulum-v5}\nlearner: {compute: {amp: bf16, tf23: true}}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path, ["learner.replay.batch_size=lots"])
+    lines = str(e.value).splitlines()
+    assert lines[0] == f"{path}: invalid configuration"
+    assert ("  - learner.compute.tf23: no such key (did you mean learner.compute.tf32?)" in lines
+            and "  - --set learner.replay.batch_size=lots: learner.replay.batch_size: Input should be "
+                "a valid integer, unable to parse string as an integer" in lines), lines
+
+
+def test_a_flat_learner_config_is_refused_naming_where_its_keys_went(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("env: {id: InvertedPendulum-v5}\nlearner: {batch_size: 64, device: cpu}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (f"{path}: learner.batch_size: moved to learner.replay.batch_size "
+                            "(and 1 more of the flat layout)")

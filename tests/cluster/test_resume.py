@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.jobs import SMALL, controller_up, herd, wait_for
+from tests.jobs import SMALL, controller_up, herd, small_learner, wait_for
 from tests.jobs import submit as submit_job
 
 pytestmark = pytest.mark.cluster
 
 CFG = {**SMALL,
-       "learner": {**SMALL["learner"], "replay_ratio": 1.0, "min_replay_size": 500},
+       "learner": small_learner(ratio=1.0, min_size=500),
        "run": {**SMALL["run"], "name": "resume", "max_env_steps": 6_000, "save_replay": True,
                "eval_every_s": 3, "eval_episodes": 2}}
 

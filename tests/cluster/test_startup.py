@@ -8,18 +8,18 @@ import yaml
 
 from herd.config import parse_config
 from herd.driver import fixed_port, known_address
-from tests.jobs import SMALL, herd
+from tests.jobs import SMALL, herd, small_learner
 
 
 def cfg_with(**learner):
-    raw = {**SMALL, "learner": {**SMALL["learner"], **learner}}
+    raw = {**SMALL, "learner": small_learner(**learner)}
     return fixed_port(parse_config(raw, "test"))
 
 
 def test_loopback_address_is_known_before_the_learner_starts() -> None:
     cfg = cfg_with()
-    assert cfg.learner.port > 0
-    assert known_address(cfg) == f"127.0.0.1:{cfg.learner.port}"
+    assert cfg.learner.server.port > 0
+    assert known_address(cfg) == f"127.0.0.1:{cfg.learner.server.port}"
     assert known_address(cfg_with(port=7001, advertise_host="10.0.0.5", host="0.0.0.0")) == "10.0.0.5:7001"
 
 
@@ -30,7 +30,7 @@ def test_wildcard_host_waits_for_the_learner_node() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
 def test_precompile_on_the_cpu_says_there_is_nothing_to_do(tmp_path) -> None:
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump({**SMALL, "learner": {**SMALL["learner"], "compile": True}}))
+    path.write_text(yaml.safe_dump({**SMALL, "learner": small_learner(compile=True)}))
     r = herd("precompile", str(path))
     assert "nothing to precompile" in r.stdout
 
@@ -45,8 +45,8 @@ def test_precompile_refuses_a_bad_config(tmp_path) -> None:
 def test_precompile_takes_sets_like_submit(tmp_path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(SMALL))
-    r = herd("precompile", str(path), "--set", "learner.batch_size=-3", check=False)
-    assert r.returncode == 2 and "learner.batch_size" in r.stderr  # the --set was applied, validated
+    r = herd("precompile", str(path), "--set", "learner.replay.batch_size=-3", check=False)
+    assert r.returncode == 2 and "learner.replay.batch_size" in r.stderr  # the --set was applied, validated
     r = herd("precompile", str(path), "--set", "env.id=NoSuchEnv-v0", check=False)
     assert r.returncode == 2 and "NoSuchEnv-v0" in r.stderr
 

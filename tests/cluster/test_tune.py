@@ -31,14 +31,14 @@ def tune(tmp_path, *args) -> subprocess.CompletedProcess:
 def test_tune_runs_each_cell_as_a_job_and_writes_flat_records(ray_cluster, tmp_path):
     out = tmp_path / "sweep.json"
     # 30 s a trial: two side by side on 2 cores make their first update ~17-19 s into it
-    r = tune(tmp_path, "--grid", "learner.batch_size=16,32", "--grid", "learner.replay_ratio=0.5",
+    r = tune(tmp_path, "--grid", "learner.replay.batch_size=16,32", "--grid", "learner.replay.ratio=0.5",
              "--seconds", str(SECONDS), "--concurrent", "2", "--name", "t", "--out", str(out),
              "--set", "run.log_every_s=2", "--set", "actors.num_cpus=1.4")
     # 1.4 CPUs an actor: the two trials' groups then hold all but 0.2 of the 4, so an actor
     # scheduled outside its trial's group would never start (as on the GPU box, 0 steps)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     records = json.loads(out.read_text())
-    assert [(rec["learner.batch_size"], rec["learner.replay_ratio"]) for rec in records] == [(16, 0.5), (32, 0.5)]
+    assert [(rec["learner.replay.batch_size"], rec["learner.replay.ratio"]) for rec in records] == [(16, 0.5), (32, 0.5)]
     for rec in records:
         assert "error" not in rec, rec
         assert rec["seed"] == 1 and rec["seconds"] == SECONDS and rec["env"] == "InvertedPendulum-v5"
@@ -49,20 +49,20 @@ def test_tune_runs_each_cell_as_a_job_and_writes_flat_records(ray_cluster, tmp_p
         assert rec["first_update_s"] == summary["startup"]["first_update_s"] > 0  # its start-up, kept
         assert "first_compiled_update_s" in rec  # null on the CPU, where nothing compiles
         cfg = yaml.safe_load((tmp_path / "runs" / "tune-t" / rec["job"] / "config.yaml").read_text())
-        assert cfg["learner"]["batch_size"] == rec["learner.batch_size"]
+        assert cfg["learner"]["replay"]["batch_size"] == rec["learner.replay.batch_size"]
         assert cfg["run"]["log_every_s"] == 2  # --set (SMALL has 1), in every trial
     assert out.with_suffix(".png").stat().st_size > 1_000  # two keys: the heatmap
     assert "mean final return" in r.stdout
 
 
 def test_a_bad_grid_value_is_refused_before_any_trial(tmp_path):
-    r = tune(tmp_path, "--grid", "learner.batch_size=16,-3", "--seconds", "5")
+    r = tune(tmp_path, "--grid", "learner.replay.batch_size=16,-3", "--seconds", "5")
     assert r.returncode == 2
-    assert "learner.batch_size" in r.stderr and "batch_size=-3" in r.stderr
+    assert "learner.replay.batch_size" in r.stderr and "batch_size=-3" in r.stderr
     assert not (tmp_path / "runs").exists()
-    r = tune(tmp_path, "--grid", "learner.batch_sise=16", "--seconds", "5")
+    r = tune(tmp_path, "--grid", "learner.replay.batch_sise=16", "--seconds", "5")
     assert r.returncode == 2 and "batch_sise" in r.stderr
-    r = tune(tmp_path, "--grid", "learner.batch_size=16", "--seconds", "5", "--set", "actors.num_actors=-1")
+    r = tune(tmp_path, "--grid", "learner.replay.batch_size=16", "--seconds", "5", "--set", "actors.num_actors=-1")
     assert r.returncode == 2 and "num_actors" in r.stderr and "--set" in r.stderr
 
 
@@ -107,7 +107,7 @@ def test_a_trial_that_made_no_update_is_an_error_that_says_why():
     assert "no env actor stepped" in idle_trial(summary(0, 0, 0))
     assert "sent no transition" in idle_trial(summary(0, 0, 800))
     got = idle_trial(summary(0, 700, 700))
-    assert "no update in 120 s" in got and "700 transitions" in got and "min_replay_size" in got
+    assert "no update in 120 s" in got and "700 transitions" in got and "learner.replay.min_size" in got
 
 
 def test_each_finished_trial_is_written_at_once_so_a_cut_sweep_keeps_it(tmp_path):

@@ -50,7 +50,7 @@ def test_killed_env_actors_restart_and_accounting_holds(ray_cluster, make_learne
 
     from herd.actors.env_actor import EnvActor
 
-    learner = make_learner(min_replay_size=300, buffer_capacity=50_000, replay_ratio=None)
+    learner = make_learner(min_size=300, capacity=50_000, ratio=None)
     learner_id = learner.learner_id
     cfg = ActorConfig(num_envs=2, steps_per_push=8, warmup_steps=100, window=3, num_cpus=0.5)
     bound = (cfg.window + 1) * cfg.num_envs * cfg.steps_per_push

@@ -50,7 +50,7 @@ def test_the_learner_refuses_a_crafted_checkpoint(crafted, spec):
     from herd.learner.service import Learner
 
     run_dir, marker = crafted
-    cfg = LearnerConfig(buffer_capacity=2_000, min_replay_size=100, batch_size=32, hidden_sizes=(32, 32))
+    cfg = LearnerConfig.flat(capacity=2_000, min_size=100, batch_size=32, hidden_sizes=(32, 32))
     with pytest.raises(ValueError, match="refused to load"):
         Learner(cfg, spec, str(run_dir / "checkpoint"))
     assert not marker.exists()
@@ -88,7 +88,7 @@ def tiny_disk(tmp_path):
 def test_a_full_disk_fails_the_save_in_one_line_and_leaves_no_partial_file(make_learner, tiny_disk):
     import time
 
-    learner = make_learner(min_replay_size=100, buffer_capacity=2_000, hidden_sizes=(256, 256))
+    learner = make_learner(min_size=100, capacity=2_000, hidden_sizes=(256, 256))
     ckpt = tiny_disk / "checkpoint"
     with pytest.raises(OSError) as e:  # 256x256 networks and Adam's moments: > 1 MB
         learner.save(str(ckpt), save_replay=True)

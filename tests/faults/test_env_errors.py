@@ -22,8 +22,8 @@ def faulty_learner():
     d = describe(make_env(env_cfg))
     spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"])
-    learner = Learner(LearnerConfig(buffer_capacity=20_000, min_replay_size=200, batch_size=64,
-                                    hidden_sizes=(64, 64), replay_ratio=None), spec)
+    learner = Learner(LearnerConfig.flat(capacity=20_000, min_size=200, batch_size=64,
+                                    hidden_sizes=(64, 64), ratio=None), spec)
     yield learner, env_cfg
     learner.stop()
 

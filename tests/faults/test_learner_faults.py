@@ -18,13 +18,13 @@ import grpc
 import pytest
 import yaml
 
-from tests.jobs import SMALL, controller_up, herd, status, submit, wait_for
+from tests.jobs import SMALL, controller_up, herd, small_learner, status, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
 CFG = {
     **SMALL,
-    "learner": {**SMALL["learner"], "host": "0.0.0.0", "advertise_host": "127.0.0.1"},
+    "learner": small_learner(host="0.0.0.0", advertise_host="127.0.0.1"),
     "actors": {**SMALL["actors"], "window": 3, "reconnect_max_s": 1.0},
     "run": {**SMALL["run"], "name": "lfault", "checkpoint_every_s": 3, "save_replay": True,
             "eval_every_s": 60},
@@ -63,7 +63,7 @@ def test_learner_killed_restarts_from_checkpoint(ray_cluster, tmp_path):
     ray.init(address=ray_cluster["gcs"], namespace="herd", logging_level="ERROR")
     try:
         token = ray.get(ray.get_actor(f"{job}-learner").__ray_call__.remote(
-            lambda self: self.cfg.token))
+            lambda self: self.cfg.server.token))
         port = ray.get(ray.get_actor(f"{job}-learner").__ray_call__.remote(lambda self: self.port))
     finally:
         ray.shutdown()

@@ -72,7 +72,7 @@ def test_the_learner_hands_out_the_averaged_policy_for_evaluations(make_learner,
     from herd.actors.env_actor import EnvActor
     from herd.evaluation import weights_from_checkpoint
 
-    learner = make_learner(actor_ema=0.05, min_replay_size=200, replay_ratio=None)
+    learner = make_learner(actor_ema=0.05, min_size=200, ratio=None)
     actor = EnvActor("t-ema", env_cfg, ActorConfig(num_envs=4, steps_per_push=8, warmup_steps=64),
                      learner.address(), seed=1)
     deadline = time.monotonic() + 30

@@ -64,9 +64,9 @@ def regression_buffer(device: torch.device, obs: int = 16, act: int = 4) -> Repl
 
 
 def final_critic_loss(amp: str, device: torch.device, updates: int = 400) -> float:
-    cfg = LearnerConfig(device=device.type, batch_size=256, hidden_sizes=(64, 64), amp=amp,
-                        buffer_capacity=4000, critic_lr=1e-3)
-    sac = SAC(cfg, 16, 4, [-1.0] * 4, [1.0] * 4, device)
+    cfg = LearnerConfig.flat(device=device.type, batch_size=256, hidden_sizes=(64, 64), amp=amp,
+                        capacity=4000, critic_lr=1e-3)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, 16, 4, [-1.0] * 4, [1.0] * 4, device)
     step = GraphedUpdate(sac, regression_buffer(device), 4)
     losses = [step()[0].clone() for _ in range(updates // 4)]
     return float(torch.stack(losses[-10:]).mean())
@@ -86,8 +86,8 @@ def test_amp_learns_like_fp32_gpu(amp: str) -> None:
 @cuda
 def test_fp16_graph_runs_with_device_scale_gpu() -> None:
     dev = torch.device("cuda")
-    cfg = LearnerConfig(device="cuda", batch_size=128, hidden_sizes=(64, 64), amp="fp16", buffer_capacity=4000)
-    sac = SAC(cfg, 16, 4, [-1.0] * 4, [1.0] * 4, dev)
+    cfg = LearnerConfig.flat(device="cuda", batch_size=128, hidden_sizes=(64, 64), amp="fp16", capacity=4000)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, 16, 4, [-1.0] * 4, [1.0] * 4, dev)
     assert sac.scaler is not None
     buf = regression_buffer(dev)
     step = GraphedUpdate(sac, buf, 2)

@@ -32,7 +32,7 @@ def _slow_down(learner, seconds):
 
 
 def test_slow_learner_blocks_actors_and_drops_nothing(make_learner, spec):
-    learner = make_learner(min_replay_size=50_000, buffer_capacity=50_000, staging_batches=2)
+    learner = make_learner(min_size=50_000, capacity=50_000, staging_batches=2)
     _slow_down(learner, 0.05)
     window, batches, rows = 2, 30, 64
     client = LearnerClient(learner.address(), "slow0", spec, window=window)
@@ -73,7 +73,7 @@ def test_slow_learner_blocks_actors_and_drops_nothing(make_learner, spec):
 
 
 def test_many_actors_share_a_slow_learner(make_learner, spec):
-    learner = make_learner(min_replay_size=50_000, buffer_capacity=50_000, staging_batches=2)
+    learner = make_learner(min_size=50_000, capacity=50_000, staging_batches=2)
     _slow_down(learner, 0.02)
     clients = [LearnerClient(learner.address(), f"a{i}", spec, window=2) for i in range(3)]
 

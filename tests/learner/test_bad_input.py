@@ -64,7 +64,7 @@ class Stream:
 
 @pytest.fixture(scope="module")
 def learner(spec):
-    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+    lrn = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
                                 hidden_sizes=(32, 32), max_batch=MAX_BATCH, max_message_mb=1),
                   spec)
     yield lrn
@@ -209,7 +209,7 @@ def test_oversize_message_ends_only_its_own_stream(learner, channel, spec):
 
 def test_stale_session_after_learner_restart_and_after_stream_end(learner, channel, spec):
     """A session minted by an earlier learner (or an earlier connection) is not honoured."""
-    old = Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
+    old = Learner(LearnerConfig.flat(capacity=1_000, min_size=1_000, batch_size=8,
                                 hidden_sizes=(8,)), spec)
     try:
         with grpc.insecure_channel(old.address()) as ch:

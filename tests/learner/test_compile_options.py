@@ -20,7 +20,7 @@ def test_options_or_the_mode_never_both():
     with pytest.raises(ValueError, match="compile_mode 'default'"):
         compile_kwargs("max-autotune-no-cudagraphs", FAST)
     with pytest.raises(ValidationError, match="compile_mode 'default'"):
-        LearnerConfig(compile_options=FAST, compile_mode="max-autotune-no-cudagraphs")
+        LearnerConfig.flat(compile_options=FAST, compile_mode="max-autotune-no-cudagraphs")
 
 
 def test_an_unknown_setting_is_named_in_one_line():
@@ -37,13 +37,13 @@ def test_every_frame_and_both_adams_compile_with_the_options(monkeypatch):
         return fn
 
     monkeypatch.setattr(torch, "compile", fake_compile)
-    cfg = LearnerConfig(compile=True, compile_options=FAST, hidden_sizes=(8, 8))
-    SAC(cfg, 3, 1, [-1.0], [1.0], torch.device("cpu")).compile(cfg.compile_mode)
+    cfg = LearnerConfig.flat(compile=True, compile_options=FAST, hidden_sizes=(8, 8))
+    SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, 3, 1, [-1.0], [1.0], torch.device("cpu")).compile(cfg.compute.compile_mode)
     assert len(seen) == len(SAC.PIECES) + 2 and all(kw == {"options": FAST} for kw in seen)
 
 
 def test_the_learner_refuses_an_unknown_setting_before_it_serves(spec):
-    cfg = LearnerConfig(compile=True, compile_options={"no_such_thing": 1}, buffer_capacity=1_000,
-                        min_replay_size=1_000, batch_size=8, hidden_sizes=(8, 8))
+    cfg = LearnerConfig.flat(compile=True, compile_options={"no_such_thing": 1}, capacity=1_000,
+                        min_size=1_000, batch_size=8, hidden_sizes=(8, 8))
     with pytest.raises(ValueError, match="no setting 'no_such_thing'"):
         Learner(cfg, spec)

@@ -23,7 +23,7 @@ def batch(sid, seq, n=8):
 
 
 def test_resent_batch_is_acked_not_inserted_again(spec) -> None:
-    learner = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+    learner = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
                                     hidden_sizes=(32, 32)), spec)
     channel = grpc.insecure_channel(learner.address())
     try:
@@ -50,7 +50,7 @@ def test_resent_batch_is_acked_not_inserted_again(spec) -> None:
 
 
 def test_without_incarnation_nothing_is_deduplicated(spec) -> None:
-    learner = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+    learner = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
                                     hidden_sizes=(32, 32)), spec)
     channel = grpc.insecure_channel(learner.address())
     try:

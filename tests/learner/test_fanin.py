@@ -30,7 +30,7 @@ CLIENTS, ROWS = 200, 16
 
 @pytest.mark.parametrize("ingest_process", ["off", "on"])
 def test_200_actors_all_served_books_exact(ingest_process):
-    learner = Learner(LearnerConfig(buffer_capacity=50_000, min_replay_size=2_000, batch_size=32,
+    learner = Learner(LearnerConfig.flat(capacity=50_000, min_size=2_000, batch_size=32,
                                     hidden_sizes=(32, 32), publish_every_s=0.5,
                                     ingest_process=ingest_process), humanoid_spec())
     ctx = mp.get_context("spawn")

@@ -32,10 +32,10 @@ DEFAULT_FAMILY = {**FAMILY, "critic_loss": "mse", "actor_weight_decay": 0.1, "cr
 
 
 def make(device: str, amp: str = "off", batch: int = 64, hidden=(64, 64), **family) -> tuple[SAC, ReplayBuffer]:
-    cfg = LearnerConfig(device=device, batch_size=batch, hidden_sizes=hidden, amp=amp,
-                        buffer_capacity=2000, seed=3, **family)
+    cfg = LearnerConfig.flat(device=device, batch_size=batch, hidden_sizes=hidden, amp=amp,
+                        capacity=2000, seed=3, **family)
     dev = torch.device(device)
-    sac = SAC(cfg, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
     buf = ReplayBuffer(2000, (OBS,), ACT, dev)
     buf.extend(random_rows(1500, OBS, ACT, bound=1.0, p_term=0.1, seed=0))
     return sac, buf

@@ -36,10 +36,10 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 def make(device: str = "cpu", **cfg) -> tuple[SAC, ReplayBuffer]:
-    cfg = LearnerConfig(**{"device": device, "batch_size": 32, "hidden_sizes": (32, 32),
-                           "buffer_capacity": 2000, "seed": 3, **cfg})
+    cfg = LearnerConfig.flat(**{"device": device, "batch_size": 32, "hidden_sizes": (32, 32),
+                                "capacity": 2000, "seed": 3, **cfg})
     dev = torch.device(device)
-    sac = SAC(cfg, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, OBS, ACT, [-1.0] * ACT, [1.0] * ACT, dev)
     buf = ReplayBuffer(2000, (OBS,), ACT, dev)
     buf.extend(random_rows(1500, OBS, ACT, bound=1.0, p_term=0.1, seed=0))
     return sac, buf
@@ -419,10 +419,10 @@ def test_background_graph_equals_synchronous_capture_gpu(monkeypatch, compile_mo
 
 
 def test_switched_off_the_training_loop_captures_before_its_first_update(monkeypatch) -> None:
-    """learner.graph_in_background false (on by default): the old order, no twin, no eager phase."""
-    assert LearnerConfig().graph_in_background is True
+    """learner.compute.graph_in_background false (on by default): the old order, no twin, no eager phase."""
+    assert LearnerConfig().compute.graph_in_background is True
     sac, _ = make(updates_per_call=2, graph_in_background=False)
-    assert sac.cfg.graph_in_background is False
+    assert sac.compute.graph_in_background is False
     ring, _blocks, step, trainer = training_loop(monkeypatch, sac, 5)
     trainer.start()
     try:

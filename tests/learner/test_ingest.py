@@ -22,7 +22,7 @@ def _rows(n, seed=0, obs_dim=4):
 
 @pytest.fixture
 def wire(make_learner, spec):
-    learner = make_learner(min_replay_size=10_000, buffer_capacity=10_000)
+    learner = make_learner(min_size=10_000, capacity=10_000)
     channel = grpc.insecure_channel(learner.address())
     stub = pb_grpc.LearnerStub(channel)
     reply = stub.Handshake(pb.HandshakeRequest(actor_id="t0", spec=spec))

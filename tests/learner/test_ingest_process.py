@@ -32,7 +32,7 @@ BIG = 2 * SLOT_ROWS + 100  # three shared slots
 
 @pytest.fixture(scope="module")
 def learner(spec):
-    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+    lrn = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
                                 hidden_sizes=(32, 32), max_batch=BIG, ingest_process="on"), spec)
     yield lrn
     lrn.stop()
@@ -156,14 +156,14 @@ def spawn_learner() -> Learner:
     d = describe(make_env(EnvConfig(id="InvertedPendulum-v5")))
     spec = codec.spec_to_proto("InvertedPendulum-v5", d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"])
-    return Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
+    return Learner(LearnerConfig.flat(capacity=1_000, min_size=1_000, batch_size=8,
                                  hidden_sizes=(8,), ingest_process="on"), spec)
 
 
 def test_several_ingest_processes_each_actor_at_its_home(spec):
     from herd.actors.client import LearnerClient
 
-    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+    lrn = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
                                 hidden_sizes=(32, 32), ingest_process="on", ingest_processes=2), spec)
     try:
         homes = {c.port for c in lrn.ingest.children}
@@ -219,8 +219,8 @@ def test_the_training_thread_starts_while_the_ingest_processes_boot(spec, monkey
         return real(self)
 
     monkeypatch.setattr(ingest_proc.IngestProcess, "wait_ready", wait_ready)
-    lrn = Learner(LearnerConfig(buffer_capacity=2_000, min_replay_size=200, batch_size=16,
-                                hidden_sizes=(16, 16), ingest_process="on", replay_ratio=None), spec)
+    lrn = Learner(LearnerConfig.flat(capacity=2_000, min_size=200, batch_size=16,
+                                hidden_sizes=(16, 16), ingest_process="on", ratio=None), spec)
     try:
         assert len(seen) == 1 and any(t.name == "herd-train" for t in seen[0])
         send_batches(lrn, spec, "early")
@@ -236,7 +236,7 @@ def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
     """The children are started before the learner imports torch and builds its replay buffer
     and networks (they boot Python and torch meanwhile) and serve once the learner does; a build
     that fails leaves none."""
-    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
+    lrn = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
                                 hidden_sizes=(256, 256), ingest_process="on", ingest_processes=2), spec)
     try:
         torch_in = lrn.startup_unix["device"]  # torch imported, the device ready
@@ -249,10 +249,10 @@ def test_ingest_processes_boot_while_the_learner_builds(spec, tmp_path):
         lrn.stop()
     before = set(children_running(b"learner.ingest_proc"))
     with pytest.raises(FileNotFoundError):
-        Learner(LearnerConfig(buffer_capacity=1_000, min_replay_size=1_000, batch_size=8,
+        Learner(LearnerConfig.flat(capacity=1_000, min_size=1_000, batch_size=8,
                               hidden_sizes=(8,), ingest_process="on", ingest_processes=2), spec,
                 checkpoint=str(tmp_path / "none"))
     with pytest.raises(RuntimeError, match="sees no GPU"):  # booted, never given work
-        Learner(LearnerConfig(device="cuda", ingest_process="on"), spec)
+        Learner(LearnerConfig.flat(device="cuda", ingest_process="on"), spec)
     time.sleep(0.5)
     assert set(children_running(b"learner.ingest_proc")) <= before

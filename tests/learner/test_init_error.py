@@ -11,20 +11,20 @@ from herd.learner import service
 from herd.learner.config import LearnerConfig
 from herd.learner.service import Learner
 
-BAD = dict(device="cpu", compile=True, compile_options={"no_such_setting": 1}, buffer_capacity=1_000,
-           min_replay_size=1_000, batch_size=8, hidden_sizes=(8, 8), ingest_process="off")
+BAD = dict(device="cpu", compile=True, compile_options={"no_such_setting": 1}, capacity=1_000,
+           min_size=1_000, batch_size=8, hidden_sizes=(8, 8), ingest_process="off")
 WHY = "torch._inductor has no setting 'no_such_setting'"
 
 
 def test_outside_ray_the_init_raises(spec) -> None:
     assert not service._in_ray_actor()
     with pytest.raises(ValueError, match=WHY):
-        Learner(LearnerConfig(**BAD), spec)
+        Learner(LearnerConfig.flat(**BAD), spec)
 
 
 def test_in_a_ray_actor_the_first_calls_raise_the_reason(spec, monkeypatch) -> None:
     monkeypatch.setattr(service, "_in_ray_actor", lambda: True)
-    lrn = Learner(LearnerConfig(**BAD), spec)
+    lrn = Learner(LearnerConfig.flat(**BAD), spec)
     for call in (lrn.address, lrn.status_dict):
         with pytest.raises(ValueError, match=WHY):
             call()

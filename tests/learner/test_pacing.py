@@ -18,14 +18,14 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def _rate(in_flight: int, seconds: float = 1.5) -> tuple[float, float]:
     """(updates/s, cores the calling thread burns) of Humanoid-sized graphed updates."""
     dev = torch.device("cuda")
-    cfg = LearnerConfig(device="cuda", batch_size=512, amp="bf16", buffer_capacity=20_000,
+    cfg = LearnerConfig.flat(device="cuda", batch_size=512, amp="bf16", capacity=20_000,
                         updates_per_call=4)
     buf = ReplayBuffer(20_000, (348,), 17, dev)
     buf.obs.normal_()
     buf.next_obs.normal_()
     buf.size = buf.inserted = 20_000
     buf.size_t.fill_(20_000.0)
-    step = GraphedUpdate(SAC(cfg, 348, 17, [-0.4] * 17, [0.4] * 17, dev), buf, 4, in_flight=in_flight)
+    step = GraphedUpdate(SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, 348, 17, [-0.4] * 17, [0.4] * 17, dev), buf, 4, in_flight=in_flight)
     for _ in range(20):
         step()
     torch.cuda.synchronize()
@@ -49,9 +49,9 @@ def test_paced_replays_keep_the_rate_and_free_the_core() -> None:
 
 
 def test_cpu_update_ignores_in_flight() -> None:
-    cfg = LearnerConfig(device="cpu", batch_size=8, hidden_sizes=(16, 16), buffer_capacity=1000)
+    cfg = LearnerConfig.flat(device="cpu", batch_size=8, hidden_sizes=(16, 16), capacity=1000)
     buf = ReplayBuffer(1000, (5,), 2, torch.device("cpu"))
     buf.size = buf.inserted = 100
     buf.size_t.fill_(100.0)
-    step = GraphedUpdate(SAC(cfg, 5, 2, [-1, -1], [1, 1], torch.device("cpu")), buf, 1, in_flight=2)
+    step = GraphedUpdate(SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, 5, 2, [-1, -1], [1, 1], torch.device("cpu")), buf, 1, in_flight=2)
     assert not step._events and torch.isfinite(step()).all()

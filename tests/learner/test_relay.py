@@ -15,7 +15,7 @@ ACTORS = 8
 
 
 def test_relay_sends_each_version_once_per_node(make_learner, spec):
-    learner = make_learner(min_replay_size=1_000, replay_ratio=None, publish_every_s=0.2)
+    learner = make_learner(min_size=1_000, ratio=None, publish_every_s=0.2)
     relay = WeightRelay(learner.address())
     got: dict[int, list[int]] = {k: [] for k in range(ACTORS)}
     clients = [LearnerClient(learner.address(), f"r{k}", spec, weights_address=relay.address(),

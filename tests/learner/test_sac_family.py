@@ -26,9 +26,9 @@ FAMILY = dict(actor_arch="residual", critic_arch="residual", actor_width=32, cri
 
 
 def make(seed=0, **kw):
-    cfg = LearnerConfig(device="cpu", batch_size=32, hidden_sizes=(32, 32), seed=seed,
-                        buffer_capacity=1000, **kw)
-    sac = SAC(cfg, OBS, ACT, LOW, HIGH, torch.device("cpu"))
+    cfg = LearnerConfig.flat(device="cpu", batch_size=32, hidden_sizes=(32, 32), seed=seed,
+                        capacity=1000, **kw)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, OBS, ACT, LOW, HIGH, torch.device("cpu"))
     buf = ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu"))
     rows = random_rows(500, OBS, ACT, bound=2.0, p_term=0.2, seed=seed)
     rows["obs"] = rows["obs"] * 5 + 3  # far from zero mean, unit std: normalization matters

@@ -18,9 +18,9 @@ LOW, HIGH = [-2.0] * ACT, [2.0] * ACT
 
 
 def make(seed: int = 0, **kw) -> tuple[SAC, ReplayBuffer]:
-    cfg = LearnerConfig(device="cpu", batch_size=32, hidden_sizes=(32, 32), seed=seed,
-                        buffer_capacity=1000, **kw)
-    sac = SAC(cfg, OBS, ACT, LOW, HIGH, torch.device("cpu"))
+    cfg = LearnerConfig.flat(device="cpu", batch_size=32, hidden_sizes=(32, 32), seed=seed,
+                        capacity=1000, **kw)
+    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, OBS, ACT, LOW, HIGH, torch.device("cpu"))
     buf = ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu"))
     buf.extend(random_rows(500, OBS, ACT, bound=2.0, p_term=0.2, seed=seed))
     return sac, buf

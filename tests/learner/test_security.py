@@ -40,7 +40,7 @@ def listening_addresses(port: int) -> set[str]:
 
 
 def test_learner_binds_loopback_by_default(make_learner):
-    assert LearnerConfig().host == "127.0.0.1"
+    assert LearnerConfig().server.host == "127.0.0.1"
     learner = make_learner()
     addrs = listening_addresses(learner.port)
     assert addrs and all(ipaddress.ip_address(a).is_loopback for a in addrs), addrs
@@ -134,8 +134,8 @@ def test_actor_client_pushes_over_tls(make_learner, spec, tmp_path):
     from herd.actors.client import LearnerClient
 
     cert, key, _ = _self_signed(tmp_path)
-    learner = make_learner(token=TOKEN, tls_cert=cert, tls_key=key, min_replay_size=10_000,
-                           buffer_capacity=10_000)
+    learner = make_learner(token=TOKEN, tls_cert=cert, tls_key=key, min_size=10_000,
+                           capacity=10_000)
     client = LearnerClient(learner.address(), "tls-0", spec, token=TOKEN, tls_ca=cert)
     try:
         rows = {"obs": np.zeros((8, 4), np.float32), "action": np.zeros((8, 1), np.float32),
@@ -154,7 +154,7 @@ def test_actor_client_pushes_over_tls(make_learner, spec, tmp_path):
 
 def test_tls_needs_cert_and_key_together():
     with pytest.raises(ValueError, match="together"):
-        LearnerConfig(tls_cert="/x/cert.pem")
+        LearnerConfig.flat(tls_cert="/x/cert.pem")
 
 
 def test_checkpoint_holds_no_token(make_learner, tmp_path):
@@ -171,16 +171,16 @@ def test_driver_makes_a_per_job_token_and_redacts_it():
     from herd.driver import REDACTED, redacted, secure
 
     local = parse_config({"env": {"id": "InvertedPendulum-v5"}})
-    assert secure(local).learner.token is None  # loopback: no token needed
-    wide = parse_config({"env": {"id": "InvertedPendulum-v5"}, "learner": {"host": "0.0.0.0"}})
+    assert secure(local).learner.server.token is None  # loopback: no token needed
+    wide = parse_config({"env": {"id": "InvertedPendulum-v5"}, "learner": {"server": {"host": "0.0.0.0"}}})
     a, b = secure(wide), secure(wide)
-    assert a.learner.token and b.learner.token and a.learner.token != b.learner.token
-    assert len(a.learner.token) >= 32
+    assert a.learner.server.token and b.learner.server.token and a.learner.server.token != b.learner.server.token
+    assert len(a.learner.server.token) >= 32
     text = redacted(a)
-    assert a.learner.token not in text and REDACTED in text
+    assert a.learner.server.token not in text and REDACTED in text
     given = parse_config({"env": {"id": "InvertedPendulum-v5"},
-                          "learner": {"host": "0.0.0.0", "token": TOKEN}})
-    assert secure(given).learner.token == TOKEN and TOKEN not in redacted(given)
+                          "learner": {"server": {"host": "0.0.0.0", "token": TOKEN}}})
+    assert secure(given).learner.server.token == TOKEN and TOKEN not in redacted(given)
 
 
 def test_a_configured_token_travels_in_a_private_file_not_in_env_vars(tmp_path, monkeypatch):
@@ -195,7 +195,7 @@ def test_a_configured_token_travels_in_a_private_file_not_in_env_vars(tmp_path, 
     monkeypatch.setenv("HOME", str(tmp_path))
     path = write_token_file("herd-x-1", TOKEN)
     assert stat.S_IMODE(Path(path).stat().st_mode) == 0o600
-    cfg = parse_config({"env": {"id": "InvertedPendulum-v5"}, "learner": {"host": "0.0.0.0"}})
+    cfg = parse_config({"env": {"id": "InvertedPendulum-v5"}, "learner": {"server": {"host": "0.0.0.0"}}})
     assert TOKEN not in json.dumps(cfg.model_dump(mode="json"))
-    assert token_from_file(cfg, path).learner.token == TOKEN
+    assert token_from_file(cfg, path).learner.server.token == TOKEN
     assert not Path(path).exists()  # read once

@@ -28,8 +28,8 @@ IA, FP, OOR = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDI
 
 @pytest.fixture(scope="module")
 def learner(spec):
-    lrn = Learner(LearnerConfig(buffer_capacity=10_000, min_replay_size=10_000, batch_size=64,
-                                hidden_sizes=(32, 32), buffer_dtype="float16"), spec)
+    lrn = Learner(LearnerConfig.flat(capacity=10_000, min_size=10_000, batch_size=64,
+                                hidden_sizes=(32, 32), dtype="float16"), spec)
     yield lrn
     lrn.stop()
 
