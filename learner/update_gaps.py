@@ -17,7 +17,7 @@ import time
 
 STARTUP_WINDOW_S = 90.0
 """How long after the first update the start-up's longest pause is taken over: the compiled
-graph's swap comes within it (issue "Start in seconds": within the first minute of submit)."""
+graph's swap comes within it (the target: within the first minute after submit)."""
 
 
 class UpdateGaps:
