@@ -24,6 +24,11 @@ from herd.proto import herd_pb2_grpc as pb_grpc
 
 log = logging.getLogger("herd.actor")
 _CLOSE = object()
+HANDSHAKE_TIMEOUT_S = 60.0
+"""A handshake's deadline. A learner that is down refuses the connection at once, one whose
+node died is found by keepalive (proto/keepalive.py): what this waits for is a live learner
+slow to answer, as when dozens of actors start at once beside a busy ingest loop. A shorter
+deadline there only adds a reconnect and a handshake more to the queue."""
 
 
 class LearnerClient:
@@ -66,6 +71,9 @@ class LearnerClient:
         self.push_latency_s = 0.0
         self.wait_s = 0.0  # total time push() blocked on a full window
         self.reconnects = 0
+        # why each connection ended, "CODE: details" -> times (a stream the learner ended
+        # cleanly counts as "ended"): tells a learner restart from a keepalive or a GOAWAY
+        self.disconnects: collections.Counter[str] = collections.Counter()
         self._closed = threading.Event()
         self._connected = threading.Event()
         self._threads = [
@@ -130,7 +138,7 @@ class LearnerClient:
 
     def _handshake(self) -> None:
         request = pb.HandshakeRequest(actor_id=self.actor_id, spec=self.spec, incarnation=self.incarnation)
-        reply = self._stub.Handshake(request, metadata=self._metadata, timeout=10)
+        reply = self._stub.Handshake(request, metadata=self._metadata, timeout=HANDSHAKE_TIMEOUT_S)
         # One of several ingest processes is this actor's (ingest_port): push there. None named
         # (a learner restarted with one): push to the address dialled.
         home = f"{self.address.rsplit(':', 1)[0]}:{reply.ingest_port}" if reply.ingest_port else self.address
@@ -140,7 +148,7 @@ class LearnerClient:
             self._push_at(home, self._channel if home == self.address else self._dial(home))
         if reply.ingest_port:
             reply = pb_grpc.LearnerStub(self._push_channel).Handshake(
-                request, metadata=self._metadata, timeout=10)
+                request, metadata=self._metadata, timeout=HANDSHAKE_TIMEOUT_S)
         if self.learner_id and reply.learner_id != self.learner_id:
             log.warning("learner restarted (%s -> %s)", self.learner_id, reply.learner_id)
             self.policy_version = 0  # the new learner's versions may start lower
@@ -183,9 +191,11 @@ class LearnerClient:
                 delay = self.backoff[0]
                 for ack in self._push_call(self._requests(outbox), metadata=self._metadata):
                     self._on_ack(ack)
+                self.disconnects["ended"] += 1
             except grpc.RpcError as e:
                 if self._closed.is_set():
                     return
+                self.disconnects[f"{e.code().name}: {e.details()}"[:200]] += 1
                 if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION):
                     log.error("learner refused this actor: %s", e.details())
                 elif e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:

@@ -218,6 +218,7 @@ class EnvActor:
             "startup_unix": self.startup_unix,  # process, init: unix times (cluster/startup.py)
             "step_threads": self.stepper.threads,
             "reconnects": self.client.reconnects,
+            "disconnects": dict(self.client.disconnects),
             # stepping thread up to the last push: seconds acting, env stepping, handing batches
             # to the sender (blocks on a full window), wall, the thread's own CPU; env steps
             "time_s": tm,
