@@ -75,7 +75,7 @@ ABLATIONS = {
     "n_step": {"learner.algorithm.n_step": 1},
 }
 """The family's pieces, each switched on its own: off, or for c51 (an option the config leaves off,
-README "The ablation") on; a run of the config with that one change."""
+bench/results/ablation-*) on; a run of the config with that one change."""
 SWAPPED_IN = {"c51"}
 """The pieces whose arm adds to the config ('+c51'); the others take away ('-residual')."""
 

@@ -1,6 +1,6 @@
 """bench/actors.py --quick end to end on the CPU: a real learner, Ray actors, the ceiling
 processes, the base set-up and one variant (1 s windows after 0.5 s warm-ups: the rows' plumbing,
-not their figures); the JSON rows carry what the README's actors table is read from."""
+not their figures); the JSON rows carry what the performance page's actors table is read from."""
 
 import json
 import math
