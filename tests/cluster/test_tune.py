@@ -68,7 +68,7 @@ def test_a_bad_grid_value_is_refused_before_any_trial(tmp_path):
 
 def test_append_keeps_other_seeds_and_replaces_a_trial_run_again(tmp_path):
     """A sweep split over several calls (--first-seed K --append): one table, one heatmap."""
-    key = "learner.batch_size"
+    key = "learner.replay.batch_size"
     earlier = [{key: 16, "seed": 1, "final_eval_return": 1.0, "seconds": 30},
                {key: 32, "seed": 1, "final_eval_return": 2.0, "seconds": 30},
                {key: 16, "seed": 2, "final_eval_return": 3.0, "seconds": 30}]
@@ -84,15 +84,15 @@ def test_append_keeps_other_seeds_and_replaces_a_trial_run_again(tmp_path):
 
 def test_append_refuses_another_sweeps_file(tmp_path):
     path = tmp_path / "sweep.json"
-    path.write_text(json.dumps([{"learner.batch_size": 16, "seed": 1, "seconds": 30}]))
+    path.write_text(json.dumps([{"learner.replay.batch_size": 16, "seed": 1, "seconds": 30}]))
     with pytest.raises(ConfigError, match="another sweep"):
         earlier_records(path, ["learner.replay_ratio"], 30)  # other grid keys
     with pytest.raises(ConfigError, match="another sweep"):
-        earlier_records(path, ["learner.batch_size"], 120)  # another budget
+        earlier_records(path, ["learner.replay.batch_size"], 120)  # another budget
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="not a herd tune result"):
-        earlier_records(path, ["learner.batch_size"], 30)
-    r = tune(tmp_path, "--grid", "learner.batch_size=16", "--seconds", "5", "--out", str(path), "--append")
+        earlier_records(path, ["learner.replay.batch_size"], 30)
+    r = tune(tmp_path, "--grid", "learner.replay.batch_size=16", "--seconds", "5", "--out", str(path), "--append")
     assert r.returncode == 2 and "not a herd tune result" in r.stderr  # before any trial
     assert not (tmp_path / "runs").exists()
 
@@ -114,7 +114,7 @@ def test_each_finished_trial_is_written_at_once_so_a_cut_sweep_keeps_it(tmp_path
     """A machine's time limit can end `herd tune` mid-grid: what finished is already on disk."""
     from types import SimpleNamespace
 
-    key = "learner.batch_size"
+    key = "learner.replay.batch_size"
     path = tmp_path / "sweep.json"
     earlier = [{key: 16, "seed": 9, "final_eval_return": 1.0, "seconds": 30}]
     books = TrialBooks(path, [key], earlier, {"machine": "test", "seconds": 30})
