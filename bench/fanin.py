@@ -12,6 +12,7 @@ latency, the learner's outbound weight bytes/s. One flat record per run.
     python bench/fanin.py --clients 1000                  # weights straight from the learner
     python bench/fanin.py --clients 1000 --relay --ingest-processes 2   # when ingest_cores ~ 1
     python bench/fanin.py --quick                         # CPU: 50 clients, 4 s phases
+    python bench/fanin.py --quick --ingest-process on --gil-busy   # CPU: as during a compile
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -187,6 +189,16 @@ def ack_stats(books: list[dict], t0: float, t1: float) -> dict:
                 p99_ack_ms=round(float(np.percentile(lat_ms, 99)), 2))
 
 
+def gil_load(stop) -> None:
+    """Pure Python until `stop`: holds the GIL as torch.compile's tracing and code generation
+    do on the learner's background thread while its compiled graph is built (a GPU's start-up),
+    for a CPU run to show what that does to ingest (--gil-busy)."""
+    table: dict[int, str] = {}
+    while not stop.is_set():
+        for i in range(1000):
+            table[i % 97] = str(i)
+
+
 def measure(learner, seconds: float) -> tuple[dict, float, float]:
     """Rates over `seconds`, and the cores the learner's process and its ingest process used
     (an ingest process near 1.0 is the ceiling of one ingest loop)."""
@@ -225,6 +237,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--relay", action="store_true",
                     help="actors watch weights through one relay (a node's), not the learner")
     ap.add_argument("--quick", action="store_true", help="CPU-sized: 50 clients, 4 s phases")
+    ap.add_argument("--gil-busy", action="store_true",
+                    help="a pure-Python thread in the learner's process throughout, as a GPU's "
+                         "background compile is in its first minute")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     # here, not at the top: the client processes import this module and need no torch
@@ -251,6 +266,9 @@ def main(argv: list[str] | None = None) -> dict:
         "host": "127.0.0.1", "token": None, **small,
         **({"publish_every_s": args.publish_every} if args.publish_every else {})})
     learner = Learner(cfg, humanoid_spec())
+    busy = threading.Event()
+    if args.gil_busy:
+        threading.Thread(target=gil_load, args=(busy,), name="gil-load", daemon=True).start()
     ctx = mp.get_context("spawn")
     mode, rate, ready, results = ctx.Value("i", IDLE), ctx.Value("d", 0.0), ctx.Value("i", 0), ctx.Queue()
     per = [args.clients // args.procs + (i < args.clients % args.procs) for i in range(args.procs)]
@@ -295,13 +313,14 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         mode.value = STOP
         relay_stop.set()
+        busy.set()
         final = learner.stop()
     alone, paced, flat = (phases[k][0] for k in ("alone", "paced", "flat out"))
     rec = dict(
         info, clients=args.clients, procs=len(procs), rows_per_batch=args.rows, window=args.window,
         paced_target=args.paced, device=str(learner.device), ingest=type(learner.ingest).__name__,
         config=args.config, batch_size=cfg.replay.batch_size, ingest_processes=cfg.server.ingest_processes, publish_every_s=cfg.server.publish_every_s,
-        relay=args.relay, weights_received_bytes=sum(b["weight_bytes"] for b in books),
+        relay=args.relay, gil_busy=args.gil_busy, weights_received_bytes=sum(b["weight_bytes"] for b in books),
         **ack_stats(books, *phases["flat out"][1:]),
         transitions_per_s=round(flat["transitions_per_s"]), transitions_per_s_paced=round(paced["transitions_per_s"]),
         updates_per_s_alone=round(alone["updates_per_s"], 1), updates_per_s_paced=round(paced["updates_per_s"], 1),

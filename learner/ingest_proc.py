@@ -264,6 +264,9 @@ class SlotStaging:
         self.rows = blocks.shape[1]
         self.free = collections.deque(range(blocks.shape[0]))
         self._filled: list[tuple[int, int]] = []  # (slot, rows) not yet named to the parent
+        self._open: int | None = None  # the slot this loop pass fills, and its rows so far
+        self._fill = 0
+        self._naming = False  # _name_filled is due at the end of this pass
         self._space: asyncio.Event | None = None
 
     def attach(self) -> None:
@@ -280,28 +283,50 @@ class SlotStaging:
             self._loop.remove_reader(self.data.fileno())
         self._space.set()
 
+    def _need(self, n: int) -> int:
+        """Free slots `n` rows need beyond the room left in the open slot."""
+        room = self.rows - self._fill if self._open is not None else 0
+        return max(0, -(-(n - room) // self.rows))
+
     async def put(self, arrays: dict) -> bool:
         n = len(arrays["reward"])
-        need = -(-n // self.rows)
-        if len(self.free) < need:
+        if len(self.free) < self._need(n):
             self._space.clear()
             try:
                 await asyncio.wait_for(self._space.wait(), 0.2)
             except TimeoutError:
                 return False
-            if len(self.free) < need:
+            if len(self.free) < self._need(n):  # (the open slot may have been named meanwhile)
                 return False
-        for lo in range(0, n, self.rows):
-            slot = self.free.popleft()
-            self.pack({k: v[lo:lo + self.rows] for k, v in arrays.items()}, self.blocks[slot])
-            self._filled.append((slot, min(self.rows, n - lo)))
-        if len(self._filled) == need:  # the first of this loop pass: name them all at its end
+        # The batches of one loop pass share slots, one after another: the training process
+        # then takes a few full slots, not a slot per batch. Its every block costs it GIL
+        # hand-overs (pipe, views, a host-to-device copy and its stream calls), and while the
+        # compiled graph is built on another of its threads each hand-over waits.
+        lo = 0
+        while lo < n:
+            if self._open is None:
+                self._open, self._fill = self.free.popleft(), 0
+            m = min(n - lo, self.rows - self._fill)
+            self.pack({k: v[lo:lo + m] for k, v in arrays.items()},
+                      self.blocks[self._open, self._fill:self._fill + m])
+            self._fill += m
+            lo += m
+            if self._fill == self.rows:
+                self._filled.append((self._open, self._fill))
+                self._open = None
+        if not self._naming:  # the first of this loop pass: name them all at its end
+            self._naming = True
             self._loop.call_soon(self._name_filled)
         return True
 
     def _name_filled(self) -> None:
-        """One pipe message for all the slots filled in a pass of the loop, not one per batch."""
+        """One pipe message for all the slots filled in a pass of the loop, not one per batch;
+        the open slot goes too (a slot is filled within one pass: rows [0, n) of it)."""
+        if self._open is not None:
+            self._filled.append((self._open, self._fill))
+            self._open = None
         filled, self._filled = self._filled, []
+        self._naming = False
         self.data.send(filled)
 
 
