@@ -335,8 +335,9 @@ class SAC:
                 dst.copy_(src)
         for k, n in self._norms().items():
             if k not in state:
-                raise ValueError(f"the checkpoint was trained without learner.{k}: it cannot resume "
-                                 f"a learner with {k} on (set learner.{k}: false)")
+                raise ValueError(f"the checkpoint was trained without learner.algorithm.{k}: it "
+                                 f"cannot resume a learner with {k} on (set learner.algorithm.{k}: "
+                                 "false)")
             n.load_state_dict(state[k])
 
 

@@ -154,7 +154,7 @@ class LearnerServicer(WeightStreams):
         self.refused_actors += 1
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                             f"the learner serves its maximum of {self.max_actors} actors "
-                            f"(learner.max_actors); retry later or raise it")
+                            f"(learner.server.max_actors); retry later or raise it")
 
     def _forget_idle(self) -> None:
         """Bound the session table: drop the oldest sessions no open stream uses (their actors

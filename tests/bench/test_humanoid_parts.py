@@ -85,7 +85,7 @@ def test_an_arm_is_a_named_variant_with_set_overrides_and_a_bad_one_is_refused()
     cfg = parse_config(apply_overrides(yaml.safe_load((ROOT / "configs/humanoid.yaml").read_text()),
                                        [f"{k}={json.dumps(v)}" for k, v in overrides.items()])).learner.algorithm
     assert cfg.actor_ema == 0.001 and cfg.actor_lr == 1e-4
-    for bad in ("ema", "ema:", ":learner.tau=0.1", "full:learner.tau=0.1", "c51:learner.tau=0.1",
+    for bad in ("ema", "ema:", ":learner.algorithm.tau=0.1", "full:learner.algorithm.tau=0.1", "c51:learner.algorithm.tau=0.1",
                 "ema:learner.algorithm.tau"):
         with pytest.raises(SystemExit, match="--arm"):
             parse_arm(bad)

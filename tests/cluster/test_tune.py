@@ -86,7 +86,7 @@ def test_append_refuses_another_sweeps_file(tmp_path):
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps([{"learner.replay.batch_size": 16, "seed": 1, "seconds": 30}]))
     with pytest.raises(ConfigError, match="another sweep"):
-        earlier_records(path, ["learner.replay_ratio"], 30)  # other grid keys
+        earlier_records(path, ["learner.replay.ratio"], 30)  # other grid keys
     with pytest.raises(ConfigError, match="another sweep"):
         earlier_records(path, ["learner.replay.batch_size"], 120)  # another budget
     path.write_text("{not json")

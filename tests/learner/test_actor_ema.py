@@ -1,4 +1,4 @@
-"""learner.actor_ema: an averaged copy of the actor, lerped toward the live one once per update
+"""learner.algorithm.actor_ema: an averaged copy of the actor, lerped toward the live one once per update
 (against a plain reference), rolled back with the warm-up, carried by checkpoints, and what the
 evaluation paths hand out (the learner's policy_for_eval and save_for_eval, a checkpoint's)."""
 

@@ -197,7 +197,7 @@ def test_oversize_message_ends_only_its_own_stream(learner, channel, spec):
     assert s_b.send(good(other, "b", seq=1)).code == 0
     before = counters(learner)
     huge = good(sid, "a", seq=1)
-    huge.obs = b"\0" * (2 * 2**20)  # learner.max_message_mb=1
+    huge.obs = b"\0" * (2 * 2**20)  # learner.server.max_message_mb=1
     s_a = Stream(channel)
     with pytest.raises(grpc.RpcError) as e:
         s_a.send(huge)

@@ -1,4 +1,4 @@
-"""learner.compile_options: torch.compile's `options` for every compiled frame, checked first."""
+"""learner.compute.compile_options: torch.compile's `options` for every compiled frame, checked first."""
 
 from __future__ import annotations
 

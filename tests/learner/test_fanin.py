@@ -1,6 +1,6 @@
 """Many actors on one learner: 200 synthetic actors (bench/fanin.py's, each with its
 own channel, handshake, push stream and weights stream) against a real learner on the CPU, all
-served with the books exact and no thread per stream; past learner.max_actors a handshake is
+served with the books exact and no thread per stream; past learner.server.max_actors a handshake is
 refused at once with RESOURCE_EXHAUSTED, counted, and said in the actor's log.
 
 The synchronous server this replaces stopped at 64 actors: the 65th handshake timed out.

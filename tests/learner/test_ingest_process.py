@@ -1,4 +1,4 @@
-"""Ingest in its own process (learner.ingest_process: on): the same answers and books as in
+"""Ingest in its own process (learner.server.ingest_process: on): the same answers and books as in
 process, batches larger than a shared slot arrive whole and in order, GetStatus answers from
 the child, and the child never outlives a killed learner (its port is free again)."""
 

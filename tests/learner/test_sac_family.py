@@ -182,7 +182,7 @@ def test_family_warm_up_rolls_back_the_normalizers_too():
 def test_a_checkpoint_without_normalizers_is_refused_clearly():
     plain, _ = make()
     sac, _ = make(obs_norm=True)
-    with pytest.raises(ValueError, match="without learner.obs_norm"):
+    with pytest.raises(ValueError, match="without learner.algorithm.obs_norm"):
         sac.load_state_dict(plain.state_dict())
 
 
