@@ -46,6 +46,10 @@ def test_token_and_env_for_ray_cli(ray_cluster, tmp_path):
     r = subprocess.run(["bash", "-c", 'eval "$1"; ray get-auth-token', "-", line], env=env,
                        text=True, capture_output=True, timeout=120, check=False)
     assert r.returncode == 0 and r.stdout == suite_token(), r.stderr
+    r = subprocess.run(["bash", "-c", 'eval "$1"; ray job list --address "$2"', "-", line,
+                        ray_cluster["dashboard"]], env=env, text=True, capture_output=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr  # and the rest of Ray's CLI, e.g. its job API
     assert not (tmp_path / ".ray").exists()
 
 
