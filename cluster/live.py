@@ -48,6 +48,7 @@ PLAIN_EVERY_S = 15.0
 """Not a terminal (a pipe, a log file, CI): no bar, but a plain line this often, and at each change
 of state, so that a long job shows progress there too."""
 
+
 class Budget:
     """How far a job is toward whichever ends it: run.max_env_steps, run.max_seconds, or, with
     run.stop_at_target, the eval return's way from the first evaluation (or 0) to the target."""
