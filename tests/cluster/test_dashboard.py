@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from herd.dashboard import login_text
-from tests.jobs import ROOT, herd
+from tests.jobs import ROOT, herd, wait_for
 
 
 def herd_in(env: dict, *args) -> subprocess.CompletedProcess:
@@ -51,6 +51,18 @@ def test_token_and_env_for_ray_cli(ray_cluster, tmp_path):
                        timeout=120, check=False)
     assert r.returncode == 0, r.stderr  # and the rest of Ray's CLI, e.g. its job API
     assert not (tmp_path / ".ray").exists()
+
+
+@pytest.mark.cluster
+def test_open_starts_the_users_browser(ray_cluster, tmp_path):
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    browser.chmod(0o755)
+    r = herd_in({**os.environ, "BROWSER": str(browser)}, "dashboard", "--open")
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    wait_for(opened.exists, 10, "the browser command to run")
+    assert opened.read_text().strip() == ray_cluster["dashboard"]
 
 
 @pytest.mark.cluster
