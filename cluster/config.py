@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from herd.actors.config import ActorConfig, EnvConfig
-from herd.learner.config import AlgorithmConfig, LearnerConfig
+from herd.learner.config import REMOVED, AlgorithmConfig, LearnerConfig
 
 
 class ConfigError(ValueError):
@@ -182,7 +182,13 @@ def _line(err: Mapping[str, Any], given: Mapping[str, str]) -> str:
             if flag:
                 return f"{flag}: learner.{key}: moved to learner.{to}"
         return err["msg"]
-    if err["type"] == "extra_forbidden":
+    if err["type"] == "removed":
+        flag = given.get(f"learner.{err['ctx']['key']}")
+        return f"{flag}: {err['msg']}" if flag else err["msg"]
+    if err["type"] == "extra_forbidden" and where.startswith("learner.") and \
+            where.rpartition(".")[2] in REMOVED:
+        msg = "removed, it measured no gain (docs/tried.md)"
+    elif err["type"] == "extra_forbidden":
         msg = "no such key" + _did_you_mean(where)
     else:
         msg = err["msg"]

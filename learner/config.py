@@ -96,7 +96,6 @@ class AlgorithmConfig(_Section):
     log_std_max: float = 2.0
     """Highest log standard deviation of the policy."""
     seed: int = 0
-
     """Seed of the networks' initialization and the sampling (run.seed sets it)."""
 
     @model_validator(mode="after")
@@ -307,6 +306,9 @@ MOVED = {
 }
 """The flat layout's keys (before the sections) -> where each lives now."""
 
+REMOVED = ("compile_process", "compile_processes", "cuda_early", "compile_pieces")
+"""Options measured to give nothing and removed (docs/tried.md lists what each gave)."""
+
 
 class LearnerConfig(_Section):
     """How the learner learns, stores transitions, computes, serves actors and is placed."""
@@ -327,6 +329,11 @@ class LearnerConfig(_Section):
     def _flat_keys_moved(cls, data):
         """A key of the flat layout is refused with where it lives now (one line)."""
         if isinstance(data, dict):
+            gone = [k for k in data if k in REMOVED]
+            if gone:
+                raise PydanticCustomError(
+                    "removed", "learner.{key}: removed, it measured no gain (docs/tried.md)",
+                    {"key": gone[0]})
             old = [k for k in data if k in MOVED]
             if old:
                 more = f" (and {len(old) - 1} more of the flat layout)" if len(old) > 1 else ""

@@ -42,6 +42,10 @@ def test_sets_seed_and_name_apply_and_derive():
     (["learner.batch_sise=64"], {}, ("--set learner.batch_sise=64: learner.batch_sise: no such key "
                                     "(did you mean learner.replay.batch_size?)")),
     (["learner.batch_size=64"], {}, "--set learner.batch_size=64: learner.batch_size: moved to learner.replay.batch_size"),
+    (["learner.compile_process=true"], {}, ("--set learner.compile_process=true: learner.compile_process: "
+                                           "removed, it measured no gain (docs/tried.md)")),
+    (["learner.compute.cuda_early=true"], {}, ("--set learner.compute.cuda_early=true: "
+                                             "learner.compute.cuda_early: removed, it measured no gain")),
     (["lerner.batch_size=64"], {}, "--set lerner.batch_size=64: lerner: no such key (did you mean learner?)"),
     (["learner.replay.batch_size=lots"], {},
      "--set learner.replay.batch_size=lots: learner.replay.batch_size: Input should be a valid integer"),
