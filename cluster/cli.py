@@ -701,6 +701,8 @@ def cmd_tune(args) -> int:
     from herd import tune
     from herd.config import ConfigError
 
+    if not os.environ.get("RAY_ADDRESS") and not local.dashboard_up(dashboard_url(args)):
+        raise no_cluster(dashboard_url(args))  # Ray's "auto" would take any cluster it finds
     try:
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
         records = tune.run(args.config, args.grid, seeds, args.seconds, args.concurrent, args.name,

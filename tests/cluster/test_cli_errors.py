@@ -54,7 +54,8 @@ def test_no_cluster_at_all(tmp_path):
     bare = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     bare.update(HERD_DASHBOARD_URL=f"http://127.0.0.1:{port}", HERD_HOME=str(tmp_path / "home"))
     for args in (("status", job), ("scale", job, "--actors", "2"), ("stop", job), ("logs", job),
-                 ("list",), ("submit", "configs/demo.yaml")):
+                 ("list",), ("submit", "configs/demo.yaml"),
+                 ("tune", "configs/demo.yaml", "--grid", "learner.replay.batch_size=64,128")):
         r = subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, capture_output=True,
                            text=True, timeout=120, env=bare, check=False)
         one_line(r, 2, "no Herd cluster running")
