@@ -5,12 +5,15 @@ summary.json's "startup" (cluster/startup.py), side by side.
     python bench/startup.py --config configs/humanoid.yaml --seconds 120
     python bench/startup.py --modes warm --set learner.compute.compile=false
     python bench/startup.py --modes warm --preload both --repeat 3 --until-eval   # preload A/B
+    python bench/startup.py --modes warm --preload on --jobs 3 --seconds 60   # jobs in a row
 
 Each run gets a fresh local Ray head of its own (own ports, temp dir, token), started with the
 compile cache it is to see: cold = TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in a new empty
 folder; warm = the folder the cold run of this invocation filled (the user's own cache when
 only warm runs are asked for). The job runs for --seconds (its own run.max_seconds if not set;
---until-eval stops after the first evaluation). Writes one flat record per run to
+--until-eval stops after the first evaluation); with --jobs N, N jobs run one after another on
+each cluster (job_index 1..N: a later job finds the spare workers the one before it started
+again, herd/pool.py). Writes one flat record per job to
 bench/results/startup-<machine>.json: cold, every <phase>_s, first_update_s, actors_ready_s,
 first_compiled_update_s (null on the CPU), seconds_to_5000 (Humanoid; null if not reached),
 disk_read_mb / io_pressure_s / cpu_pressure_s / cpu_steal_s / cpu_throttled_s (machine-wide,
@@ -41,7 +44,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import console, header, result_path, save, submitted_job
 from bench.machine_load import cpu_probe, io_now, io_since
-from herd import local
+from herd import local, pool
 from herd.config import ConfigError, parse_sets, with_overrides
 from herd.startup import GRAPH_KEYS, PHASES
 
@@ -73,6 +76,8 @@ class Cluster:
         else:
             self.env.pop(local.PRELOAD_ENV, None)
             self.env.pop(local.PRELOAD_DIR_ENV, None)
+        spares = num_cpus or os.cpu_count() or 1
+        self.env.update(pool.pool_env(spares))
         self.url = self.env["HERD_DASHBOARD_URL"]
         cmd = [local.ray_bin(), "start", "--head", f"--port={gcs}", "--node-ip-address=127.0.0.1",
                f"--temp-dir={work / 'ray'}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
@@ -91,8 +96,8 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise SystemExit(f"the bench cluster's dashboard never answered at {self.url}")
             time.sleep(1)
-        local.warm_up(self.env["RAY_ADDRESS"], {**self.env, local.CLUSTER_MARKER_ENV: self.marker})
-        # as `herd up --preload`: it returns once the prestarted workers are warm
+        pool.start_spares(self.env["RAY_ADDRESS"], spares, {**self.env, local.CLUSTER_MARKER_ENV: self.marker})
+        # as `herd up --preload`: it returns once the spares are warm
         self.preload_wait_s = local.finish_preload(work / "preload") if preload else None
 
     def job(self, job: str) -> dict:
@@ -146,11 +151,12 @@ def seconds_to(summary: dict, threshold: float) -> float | None:
 
 def record(summary: dict, cold: bool, info: dict, config: str, preload: bool = False,
            preload_wait_s: float | None = None, io: dict | None = None,
-           probe_s: float | None = None) -> dict:
+           probe_s: float | None = None, job_index: int = 1) -> dict:
     up = summary.get("startup") or {}
     humanoid = summary["env"].startswith("Humanoid")
     return {
         "cold": cold, "preload": preload, "config": config, "env": summary["env"],
+        "job_index": job_index,  # 1: the cluster's first job; 2, 3: the ones after it (--jobs)
         "preload_wait_s": preload_wait_s,  # how long the cluster's start waited for it, before submit
         **{f"{p}_s": up.get(f"{p}_s") for p in PHASES},
         **{k: up.get(k) for k in GRAPH_KEYS},
@@ -179,7 +185,8 @@ def table(records: list[dict]) -> None:
 
 
 def arm(r: dict) -> str:
-    return ("cold" if r["cold"] else "warm") + (" preload" if r.get("preload") else "")
+    return (("cold" if r["cold"] else "warm") + (" preload" if r.get("preload") else "")
+            + (f" job {r['job_index']}" if r.get("job_index", 1) > 1 else ""))
 
 
 def medians(records: list[dict]) -> None:
@@ -207,6 +214,7 @@ def main() -> int:
     p.add_argument("--preload", choices=("on", "off", "both"), default="off",
                    help="Ray workers that import torch & co. as they start, as `herd up --preload` "
                         "starts them (on), bare as `herd up` (off), or each run of both, bare first")
+    p.add_argument("--jobs", type=int, default=1, help="jobs one after another on each cluster")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -245,15 +253,17 @@ def main() -> int:
             io = io_since(io0, "up_")
             io0 = io_now()
             try:
-                summary = run_one(cfg_path, work, cluster, args.timeout, args.until_eval)
+                for j in range(1, args.jobs + 1):
+                    summary = run_one(cfg_path, work, cluster, args.timeout, args.until_eval)
+                    records.append(record(summary, mode == "cold" and j == 1, info, args.config, preload,
+                                          cluster.preload_wait_s, {**io, **io_since(io0)}, probe, j))
+                    io, io0 = {}, io_now()
             finally:
                 cluster.close()
-            records.append(record(summary, mode == "cold", info, args.config, preload,
-                                  cluster.preload_wait_s, {**io, **io_since(io0)}, probe))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)
-    if args.repeat > 1 or args.preload == "both":
+    if args.repeat > 1 or args.preload == "both" or args.jobs > 1:
         medians(records)
     path = result_path("startup", args.out, quick=False)
     save(records, path)

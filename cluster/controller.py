@@ -65,6 +65,7 @@ class Controller:
         self.dead_incarnations: list[dict] = []
         self._last_seen: dict[str, dict] = {}
         self.progress: dict = {}
+        self._refilled = False  # herd/pool.py: the spares this job took, started again once
         self._next = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -321,9 +322,24 @@ class Controller:
         }
 
     def set_progress(self, progress: dict) -> None:
-        """The driver's metric row of this log tick: kept for `herd status`, exported to Ray."""
+        """The driver's metric row of this log tick: kept for `herd status`, exported to Ray.
+        The first row past the first update starts the spare workers this job took again, for
+        the next job (herd/pool.py): its own start is over by then."""
         self.progress = progress
         self._export("record_progress", progress)
+        if not self._refilled and progress.get("updates", 0) > 0:
+            self._refilled = True
+            threading.Thread(target=self._refill, name="herd-pool", daemon=True).start()
+
+    @staticmethod
+    def _refill() -> None:
+        try:
+            from herd.pool import refill
+
+            if n := refill():
+                log.info("%d spare workers started for the next job", n)
+        except Exception:  # a later job only starts colder
+            log.exception("starting spare workers failed")
 
     def latest_progress(self) -> dict:
         """The driver's last row alone: cheap, unlike status(), which asks every actor."""

@@ -163,8 +163,11 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
     replacing that IP with the machine's external one (the price: no other node can join, which
     a loopback head could not offer anyway).
 
-    preload: the workers Ray prestarts import torch & co. as they start, and this returns once
-    they are done (herd/preload.py, finish_preload); None: on where a GPU is (preload_default)."""
+    It starts one spare worker per CPU (herd/pool.py). preload: the spares import torch & co.
+    as they start, and this returns once they are done (herd/preload.py, finish_preload);
+    None: on where a GPU is (preload_default)."""
+    from herd import pool
+
     url = f"http://{host}:{dashboard_port}"
     if dashboard_up(url):
         return url
@@ -177,6 +180,8 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         env.pop("RAY_AUTH_TOKEN", None)
     if is_loopback_host(host):
         env[LOOPBACK_ONLY_ENV] = "0"
+    spares = num_cpus if num_cpus is not None else os.cpu_count() or 1
+    env.update(pool.pool_env(spares))
     preload_dir = herd_home() / "preload" / marker if preload else None
     if preload_dir is not None:
         env.update(preload_env(preload_dir))
@@ -206,7 +211,7 @@ def up(port: int = 6379, dashboard_port: int = 8265, num_cpus: int | None = None
         if time.monotonic() > deadline:
             raise RuntimeError(f"Ray started but its dashboard did not answer at {url}")
         time.sleep(1)
-    warm_up(f"{host}:{port}", env)
+    pool.start_spares(f"{host}:{port}", spares, env)
     if preload_dir is not None:
         finish_preload(preload_dir)
     return url
@@ -219,11 +224,6 @@ herd/preload.py, which imports torch & co. in a background thread (why not Ray's
 there)."""
 PRELOAD_DIR_ENV = "HERD_PRELOAD_DIR"
 """Where each preloading worker leaves <pid>.start and <pid>.done (herd/preload.py)."""
-WARMING = "warming"
-"""A file in PRELOAD_DIR_ENV while `herd up` waits: only workers that start meanwhile (the ones
-Ray prestarts) preload. Workers started later for a job (its supervisor, actors beyond the
-prestarted ones) take work bare: on the GPU box, preloading in every worker made the driver
-start 3 s later and the actors 2.5 s later (2026-12-03, startup-preload-wait-nvidia-h200.json)."""
 
 
 def preload_default(dev: Path = Path("/dev"),
@@ -241,20 +241,16 @@ def preload_default(dev: Path = Path("/dev"),
 
 
 def preload_env(folder: Path) -> dict:
-    """The environment a `herd up --preload` cluster's processes start with; makes `folder`
-    and marks it warming."""
+    """The environment a `herd up --preload` cluster's processes start with; makes `folder`."""
     folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.mkdir(mode=0o700, exist_ok=True)
-    (folder / WARMING).touch()
     return {PRELOAD_ENV: PRELOAD, PRELOAD_DIR_ENV: str(folder)}
 
 
 def finish_preload(folder: Path, timeout: float = 90.0) -> float | None:
-    """Wait for the prestarted workers' imports (wait_preloaded), then end the warming, so that
-    workers started from now on take work bare. Seconds waited, None when it gave up."""
+    """Wait for the spares' imports (wait_preloaded). Seconds waited, None when it gave up."""
     t0 = time.monotonic()
     done = wait_preloaded(folder, timeout)
-    (folder / WARMING).unlink(missing_ok=True)
     return round(time.monotonic() - t0, 2) if done else None
 
 
@@ -282,21 +278,6 @@ def wait_preloaded(folder: Path, timeout: float = 90.0, settle: float = 1.0,
                 return False
         time.sleep(0.1)
     return False
-
-
-def warm_up(address: str, env: dict, timeout: float = 60.0) -> None:
-    """Connect one throwaway driver to the new cluster and leave. Ray prestarts its workers when
-    the first driver connects; without this the first `herd submit` waits for that (its job
-    supervisor, then the driver's process, start later: bench/startup.py's driver_exec).
-    A separate process, in the cluster's environment (its token, its marker: `herd down`
-    stops it too), so that nothing of Ray stays in the caller; a failure only costs the gain."""
-    code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', "
-            "log_to_driver=False, include_dashboard=False); ray.shutdown()")
-    try:
-        subprocess.run([sys.executable, "-c", code, address], env=env, timeout=timeout, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def is_loopback_host(host: str) -> bool:

@@ -1,19 +1,22 @@
 """What a Ray worker of a `herd up --preload` cluster imports before it takes work (Ray's
-preload_python_modules, local.PRELOAD_ENV): it starts torch, NumPy, gRPC, Gymnasium and MuJoCo
-importing in a background thread, and returns at once.
+preload_python_modules, local.PRELOAD_ENV): in a spare worker, one started for no job yet
+(herd/pool.py), it starts torch, NumPy, gRPC, Gymnasium and MuJoCo importing in a background
+thread, and returns at once.
 
-Ray prestarts its workers (local.warm_up), so a job's learner can land in a process whose torch
-is already imported. A worker started for a job takes its work at once: its own imports then
-wait for what the thread has half done, not for the thread as a whole. (Importing these before
-the worker takes work, Ray's way, made the 2-core box's first update 5 s later: every fresh
-worker, the job supervisor's too, imported torch before doing anything.)
+So a job's learner lands in a process whose torch is already imported: the spares `herd up`
+starts, and those each job's controller starts again once the job has taken them. A spare
+given work at once waits for what the thread has half done, not for the thread as a whole.
+(Importing these before the worker takes work, Ray's way, made the 2-core box's first update 5
+s later: every fresh worker, the job supervisor's too, imported torch before doing anything.)
+A worker Ray starts for a job (RAY_JOB_ID set: its supervisor, its actors beyond the spares)
+takes its work bare: preloading in those made the driver start 3 s later and the actors 2.5 s
+later on the GPU box (startup-preload-wait-nvidia-h200.json). The import thread runs at a lower
+CPU priority: a refill's spares import beside a running job and must not slow it.
 
 With $HERD_PRELOAD_DIR set (local.up sets it), the worker leaves `<pid>.start` there as it
-begins and `<pid>.done` once every import has ended, so that `herd up` can return once the
-workers it prestarted are warm (local.finish_preload): a job submitted while 16 workers were
-still importing torch had its driver start 2.4 s later (bench/results/startup-nvidia-h200.json).
-Workers that start after that (a job's supervisor, its actors beyond the prestarted ones) do
-not preload (local.WARMING).
+begins and `<pid>.done` once every import has ended, so that `herd up` can return once its
+spares are warm (local.finish_preload): a job submitted while 16 workers were still importing
+torch had its driver start 2.4 s later (bench/results/startup-nvidia-h200.json).
 
 Third-party libraries only: Herd's own modules would stay at the version the cluster started
 with, and an upgraded torch needs `herd down` / `herd up` anyway.
@@ -27,7 +30,7 @@ import os
 import threading
 from pathlib import Path
 
-from herd.local import PRELOAD_DIR_ENV, WARMING, preload_default
+from herd.local import PRELOAD_DIR_ENV, preload_default
 
 MODULES = ("torch", "numpy", "grpc", "gymnasium", "mujoco")
 COMPILER = ("torch._inductor.compile_fx", "triton")
@@ -39,6 +42,9 @@ thread while the actors fill the cores, and whose files a just-started GPU box r
 def modules(gpu: bool) -> tuple[str, ...]:
     return MODULES + COMPILER if gpu else MODULES
 
+
+NICE = 10
+"""The import thread's CPU priority (Linux nice): below a running job's processes."""
 
 done = threading.Event()
 """Set once every module's import has ended (in sys.modules a module is there from its start)."""
@@ -54,6 +60,8 @@ def mark(what: str) -> None:
 
 def load() -> None:
     mark("start")
+    with contextlib.suppress(OSError):  # this thread only (Linux: a thread id is a pid here)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
     for name in modules(preload_default()):
         # a worker that cannot import it finds out when it needs it, with the real error
         with contextlib.suppress(Exception):
@@ -63,9 +71,9 @@ def load() -> None:
 
 
 def wanted() -> bool:
-    """Without $HERD_PRELOAD_DIR, always; with it, only while `herd up` waits (local.WARMING)."""
-    folder = os.environ.get(PRELOAD_DIR_ENV)
-    return not folder or (Path(folder) / WARMING).exists()
+    """In a spare (a worker of no job yet, or any process outside Ray); never in a worker Ray
+    started for a job."""
+    return set(os.environ.get("RAY_JOB_ID", "f")) == {"f"}
 
 
 # not a daemon: a process that ends while torch or MuJoCo is half imported must wait for the

@@ -1,5 +1,5 @@
-"""herd/preload.py (`herd up --preload`): a worker importing it takes work at once, and torch &
-co. arrive in the background."""
+"""herd/preload.py (`herd up --preload`): a spare worker importing it takes work at once, and
+torch & co. arrive in the background; a worker Ray started for a job takes its work bare."""
 
 from __future__ import annotations
 
@@ -47,19 +47,19 @@ def test_a_process_that_ends_mid_import_exits_cleanly():
 
 
 def test_it_marks_its_start_and_end_in_the_folder_herd_up_watches(tmp_path):
-    (tmp_path / "warming").touch()  # herd up is waiting for its prestarted workers
-    env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path)}
+    # a spare: Ray starts it for no job yet (its RAY_JOB_ID is the nil id)
+    env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path), "RAY_JOB_ID": "ffffffff"}
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=180,
                          check=False, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[1] == "True", out.stdout
-    names = sorted(p.name for p in tmp_path.iterdir() if p.name != "warming")
+    names = sorted(p.name for p in tmp_path.iterdir())
     assert len(names) == 2 and names[0].split(".")[0] == names[1].split(".")[0], names
     assert [n.split(".")[1] for n in names] == ["done", "start"], names
 
 
-def test_a_worker_started_after_herd_up_returned_takes_work_bare(tmp_path):
-    env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path)}  # no "warming": up is done
+def test_a_worker_started_for_a_job_takes_work_bare(tmp_path):
+    env = {**os.environ, "HERD_PRELOAD_DIR": str(tmp_path), "RAY_JOB_ID": "02000000"}
     code = "import sys, herd.preload; print(herd.preload.done.is_set(), 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
                          check=False, env=env)
