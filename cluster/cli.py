@@ -208,11 +208,11 @@ def submit_job(args, warn=None):
     runtime_env = user_code(args)
     args.config = str(find_config(args.config))
     cfg = load_config_of(args)
-    warning = target_from_elsewhere(cfg, args.config, args.set or ())
-    if warning and warn is not None:
-        warn(warning)
     with importable(runtime_env):  # the user's env module, as the cluster will import it
         spec = check_env(cfg)
+    warning = target_from_elsewhere(cfg, args.config, args.set or ())
+    if warning and warn is not None:  # of an env that exists
+        warn(warning)
     from herd.startup import SENT_ENV, SPEC_ENV, spec_to_env
 
     env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
