@@ -1,0 +1,66 @@
+"""Scaling a running job leaves the actors already running alone: actors added (4 -> 12 -> 20)
+or removed (-> 6) while the others step, and not one of those that were running reconnects;
+the books stay exact (every step acked, received and inserted).
+
+Test cluster: 4 CPUs; actors at 0.05 CPU each (as bench/scale.py's 0.1 on the GPU box, a crowd
+that outnumbers the cores), random actions throughout, no replay-ratio limiter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.jobs import SMALL, controller_up, herd, small_learner, status, submit, wait_for
+
+pytestmark = pytest.mark.cluster
+
+CFG = {**SMALL,
+       "env": {"id": "Hopper-v5"},
+       "learner": small_learner(ratio=None, min_size=500, ingest_process="on"),
+       "actors": {**SMALL["actors"], "num_actors": 4, "num_cpus": 0.05, "warmup_steps": 10**9},
+       "run": {**SMALL["run"], "name": "steady", "eval_every_s": 30}}
+
+
+def stepping(job: str, n: int, after: dict[str, int]):
+    """The status once n actors run and each has stepped beyond `after` (its steps so far)."""
+    s = status(job)
+    acts = s["actors"]
+    if len(acts) == n and all(a.get("steps", 0) > after.get(a["actor_id"], 0) for a in acts):
+        return s
+    return None
+
+
+def reconnects(s: dict) -> dict[str, int]:
+    return {a["actor_id"]: a["reconnects"] for a in s["actors"] if "reconnects" in a}
+
+
+def test_scaling_does_not_disturb_running_actors(ray_cluster, tmp_path):
+    job = submit(CFG, tmp_path)
+    disturbed = {}
+    try:
+        wait_for(lambda: controller_up(job), 150, "the controller", poll=2)
+        s = wait_for(lambda: stepping(job, 4, {}), 150, "4 actors stepping", poll=2)
+        for n in (12, 20, 6):
+            before = reconnects(s)
+            steps = {a["actor_id"]: a.get("steps", 0) for a in s["actors"]}
+            assert f"{n} actors" in herd("scale", job, "--actors", str(n)).stdout
+            # every actor steps past where it stood, the new ones from 0, and has for a while:
+            # the newcomers' start (process, MuJoCo, torch, handshake) is over by then
+            s = wait_for(lambda n=n, steps=steps: stepping(job, n, steps), 240,
+                         f"{n} actors stepping", poll=3)
+            s = wait_for(lambda n=n, s=s: stepping(job, n, {a["actor_id"]: a["steps"] for a in s["actors"]}),
+                         120, f"{n} actors stepping on", poll=3)
+            after = {a["actor_id"]: a for a in s["actors"]}
+            for actor_id, count in before.items():
+                if actor_id in after and after[actor_id]["reconnects"] != count:
+                    disturbed[f"{actor_id} at {n}"] = after[actor_id].get("disconnects")
+        assert not disturbed, f"running actors reconnected while others were added or removed: {disturbed}"
+    finally:
+        herd("stop", job, check=False)
+    run_dir = tmp_path / "runs" / job
+    wait_for(lambda: (run_dir / "summary.json").exists(), 180, "summary.json", poll=2)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    lr = summary["learner"]
+    assert summary["actor_steps"] == summary["actor_acked"] == int(lr["received"]) == int(lr["inserted"]) > 0
+    assert int(lr["rejected_batches"]) == 0
