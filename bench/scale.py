@@ -8,7 +8,12 @@ Submits one job through the `herd` CLI (Hopper-v5, plain SAC, 2 envs per actor a
 `herd scale`s it to each count in turn. `--hold` seconds after each scale it takes two
 `herd status --json` snapshots `--gap` seconds apart and records, per count: actors, how many
 step (recent steps/s > 0), env steps/s, updates/s, policy lag, reconnects between the two
-snapshots and in all. One flat record per count to bench/results/scale-<machine>.json.
+snapshots and in all; reconnects_of_running_actors: those, from a snapshot just before the
+scale to the second one after it, of the actors that were already running (scaling must not
+disturb them; new actors' own count apart), and why connections ended (disconnect_reasons,
+"CODE: details" -> times, summed over the actors). One flat record per count to
+bench/results/scale-<machine>.json; the last also says whether the job's books came out exact
+(books_exact: every actor step acked, received and inserted).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ def snapshot(st: dict) -> dict:
         "stepping": sum(1 for a in actors if a.get("recent_steps_per_s", 0) > 0),
         "not_stepping": sorted(a.get("actor_id", "?") for a in actors if not a.get("recent_steps_per_s", 0) > 0),
         "reconnects": {a["actor_id"]: a.get("reconnects", 0) for a in actors if "actor_id" in a},
+        "disconnects": {a["actor_id"]: a.get("disconnects") or {} for a in actors if "actor_id" in a},
         "env_steps_per_s": prog.get("env_steps_per_s"), "updates_per_s": prog.get("updates_per_s"),
         "policy_lag": prog.get("policy_lag"), "received": ls.get("received"), "updates": ls.get("updates"),
         "refused_actors": ls.get("refused_actors"),
@@ -92,8 +98,10 @@ def main() -> int:
     path = result_path("scale", args.out, quick=False)
     records = []
     try:
+        pre = None
         for i, n in enumerate(counts):
             if i:
+                pre = snapshot(status(job))  # who runs, and their reconnects, just before
                 herd("scale", job, "--actors", str(n))
             t_scale = time.time()
             time.sleep(args.hold)
@@ -101,23 +109,54 @@ def main() -> int:
             time.sleep(args.gap)
             b = snapshot(status(job))
             new_rc = sum(max(0, b["reconnects"].get(k, 0) - v) for k, v in a["reconnects"].items())
+            running = {k: v for k, v in pre["reconnects"].items() if k in b["reconnects"]} if pre else {}
+            disturbed = {k: b["reconnects"][k] - v for k, v in running.items() if b["reconnects"][k] > v}
+            reasons: dict[str, int] = {}
+            for per_actor in b["disconnects"].values():
+                for why, times in per_actor.items():
+                    reasons[why] = reasons.get(why, 0) + times
             rec = {**info, "env": args.env, "job": job, "target_actors": n, "actors": b["actors"],
                    "stepping": b["stepping"], "not_stepping": b["not_stepping"][:20],
                    "env_steps_per_s": b["env_steps_per_s"], "updates_per_s": b["updates_per_s"],
                    "policy_lag": b["policy_lag"], "reconnects_between_statuses": new_rc,
                    "reconnects_total": sum(b["reconnects"].values()), "refused_actors": b["refused_actors"],
+                   "reconnects_of_running_actors": sum(disturbed.values()),
+                   "running_actors_reconnected": len(disturbed), "running_actors": len(running),
+                   "reconnects_of_new_actors": sum(v for k, v in b["reconnects"].items() if pre and k not in pre["reconnects"]),
+                   "disconnect_reasons": reasons,
                    "status_s_after_scale": round(a["time"] - t_scale, 1), "gap_s": round(b["time"] - a["time"], 1),
                    "cpus_per_actor": args.cpus_per_actor, "envs_per_actor": args.envs}
             records.append(rec)
             save(records, path)
             console.print(f"{n:5d} actors: {rec['stepping']} stepping, {rec['env_steps_per_s'] or 0:,.0f} env "
                           f"steps/s, {rec['updates_per_s'] or 0:,.0f} updates/s, lag {rec['policy_lag']}, "
-                          f"reconnects {new_rc} between statuses ({rec['reconnects_total']} in all)")
+                          f"reconnects {new_rc} between statuses ({rec['reconnects_total']} in all), "
+                          f"{rec['reconnects_of_running_actors']} of running actors ({len(disturbed)} of "
+                          f"{len(running)} reconnected); why: {reasons or '-'}")
     finally:
         subprocess.run([sys.executable, "-m", "herd", "stop", job], check=False, cwd=ROOT, capture_output=True)
+    if records:
+        records[-1]["books_exact"] = books_exact(Path(args.runs_dir).resolve() / job / "summary.json")
+        save(records, path)
+        console.print(f"books exact: {records[-1]['books_exact']}")
     console.print(f"wrote {path}")
-    return 0 if all(r["stepping"] == r["target_actors"] and r["reconnects_between_statuses"] == 0
-                    for r in records) else 1
+    return 0 if records and records[-1]["books_exact"] and all(
+        r["stepping"] == r["target_actors"] and r["reconnects_between_statuses"] == 0
+        and r["reconnects_of_running_actors"] == 0 for r in records) else 1
+
+
+def books_exact(summary_path: Path, timeout: float = 240.0) -> bool | None:
+    """Once the stopped job has written its summary: actor steps = acked = received = inserted
+    (None when no summary came within `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while not summary_path.exists():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(2)
+    summary = json.loads(summary_path.read_text())
+    lr = summary["learner"]
+    return (summary["actor_steps"] == summary["actor_acked"] == int(lr["received"]) == int(lr["inserted"])
+            and not int(lr.get("rejected_batches", 0)))
 
 
 if __name__ == "__main__":
