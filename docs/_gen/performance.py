@@ -65,7 +65,11 @@ KINDS = [
     (r"cli-", "CLI answers",
      "How fast `herd status`, `list`, `scale` and `stop` answer about a running job (`bench/cli.py`).",
      ["cli", "median_s", "calls", "config"]),
+    (r".", "Other measurements", "Result files of benchmarks without a section of their own.", []),
 ]
+# Fields every record carries about where it ran: shown above a table, not in it.
+CONTEXT = {"date", "machine", "torch", "cores", "command", "cpu_model", "threads_per_core", "l1_cache",
+           "l2_cache", "l3_cache"}
 
 # Plots drawn from several files (bench/plot_results.py): the section they join, the command that
 # draws them, and the files they are drawn from.
@@ -126,6 +130,9 @@ def pngs_of(stem: str) -> list[str]:
 
 def file_block(path: Path, columns: list[str]) -> list[str]:
     recs = load(path)
+    if not columns:  # a file of its own kind: its first flat fields
+        columns = [k for k, v in recs[0].items()
+                   if k not in CONTEXT and isinstance(v, (int, float, str, bool)) and len(str(v)) < 40][:10]
     cols = [c for c in columns if any(value(r, c) is not None for r in recs)]
     dates = sorted({r.get("date", "?") for r in recs})
     machines = sorted({machine(r) for r in recs})
