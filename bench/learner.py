@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for nets_name, batch, row in ((n, b, r) for n in nets_list for b in args.batches for r in rows):
             bar.update(task, description=f"{nets_name}: {row.name} @ {batch}")
             nets = net_settings(nets_name, args.hidden)
-            base = dict(machine=machine, torch=torch.__version__, env=env, cores=os.cpu_count(),
+            base = dict(date=time.strftime("%Y-%m-%d", time.gmtime()), machine=machine,
+                        torch=torch.__version__, env=env, cores=os.cpu_count(),
                         tf32=args.tf32, capacity=args.capacity, command=command, nets=nets_name,
                         **args.sets,
                         **{k: (list(v) if isinstance(v, tuple) else v) for k, v in nets.items()})
