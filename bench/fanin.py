@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
             time.sleep(0.05)
         weights_address = f"127.0.0.1:{relay_port.value}"
     procs = [ctx.Process(target=client_process, args=(learner.address(), sum(per[:i]), n, args.rows, args.window,
-                                                      mode, rate, ready, results, cfg.token, weights_address))
+                                                      mode, rate, ready, results, cfg.server.token, weights_address))
              for i, n in enumerate(per) if n]
     phases: dict[str, tuple] = {}
     try:
