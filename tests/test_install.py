@@ -170,11 +170,11 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
         assert summary["stop_reason"] == "target_return", summary["evaluations"]
         assert summary["best_eval"]["mean_return"] >= TARGET
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-        assert cfg["learner"]["batch_size"] == 64 and cfg["env"]["id"] == "HerdUserPendulum-v0"
-        assert cfg["run"]["seed"] == cfg["learner"]["seed"] == cfg["actors"]["seed"] == 3
+        assert cfg["learner"]["replay"]["batch_size"] == 64 and cfg["env"]["id"] == "HerdUserPendulum-v0"
+        assert cfg["run"]["seed"] == cfg["learner"]["algorithm"]["seed"] == cfg["actors"]["seed"] == 3
         prov = summary["provenance"]
         assert prov["seeds"]["evaluation"] == 13_000 and prov["versions"]["herd"] == "0.1.0"
-        assert prov["config"]["learner"]["batch_size"] == 64 and "working_dir" in prov["runtime_env"]
+        assert prov["config"]["learner"]["replay"]["batch_size"] == 64 and "working_dir" in prov["runtime_env"]
         # W&B offline: the run's files, no network; TensorBoard has the run's record
         assert list(run_dir.glob("wandb/offline-run-*/run-*.wandb")), list(run_dir.rglob("*"))[:20]
         events = b"".join(p.read_bytes() for p in (run_dir / "tb").glob("events.*"))

@@ -132,7 +132,7 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
 
 
 def test_the_token_hand_off_follows_the_address_not_its_spelling():
-    """`herd submit` hands learner.token over in a private file when the dashboard is on this
+    """`herd submit` hands learner.server.token over in a private file when the dashboard is on this
     machine, however the URL spells it (http://localhost:8265 used to put it in the job's env
     vars, which the dashboard shows, because the test was '127.0.0.1' in the URL)."""
     from herd.local import is_this_machine

@@ -131,7 +131,7 @@ def test_learner_killed_restarts_from_checkpoint(ray_cluster, tmp_path):
           f"{max(in_flight)}, RSS {rss0:.0f}->{max(rss):.0f} MB")
 
     # no secret in runs/ or the job's log
-    assert yaml.safe_load((run_dir / "config.yaml").read_text())["learner"]["token"] == "<redacted>"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["learner"]["server"]["token"] == "<redacted>"
     for p in run_dir.rglob("*"):
         if p.is_file():
             assert token.encode() not in p.read_bytes(), p
