@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from herd.pool import CLUSTER_MARKER_ENV
+
 DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
 NAMESPACE = "herd"  # Herd's Ray namespace: controllers, learners, actors (herd.control's too)
 
@@ -311,9 +313,6 @@ def is_this_machine(host: str) -> bool:
         except OSError:
             continue
     return False
-
-
-CLUSTER_MARKER_ENV = "HERD_RAY_CLUSTER"
 
 
 def down() -> bool:

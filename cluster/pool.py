@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from herd.local import CLUSTER_MARKER_ENV
-
+CLUSTER_MARKER_ENV = "HERD_RAY_CLUSTER"
+"""Set in every process of a `herd up` cluster (its value names the cluster): herd.local finds
+the cluster's processes by it, and the spares' top-up its own."""
 POOL_ENV = "HERD_POOL_SIZE"
 """Spares a `herd up` cluster keeps on its head node: set in every process Ray starts there."""
 FIRST_DRIVER_ENV = "RAY_prestart_worker_first_driver"
