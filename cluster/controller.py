@@ -323,11 +323,18 @@ class Controller:
 
     def set_progress(self, progress: dict) -> None:
         """The driver's metric row of this log tick: kept for `herd status`, exported to Ray.
-        The first row past the first update starts the spare workers this job took again, for
-        the next job (herd/pool.py): its own start is over by then."""
+        The first row that says the job's start is over (its first update, and on the GPU its
+        compiled graph: cluster/startup.py Startup.over) starts the spare workers this job took
+        again, for the next job (herd/pool.py): their boot would take the start's cores."""
         self.progress = progress
         self._export("record_progress", progress)
-        if not self._refilled and progress.get("updates", 0) > 0:
+        if progress.get("start_over"):
+            self.refill_pool()
+
+    def refill_pool(self) -> None:
+        """Start the spare workers this job took again (once): when its start is over, or at
+        its wind-down, its actors gone, for a job that ended before its start was over."""
+        if not self._refilled:
             self._refilled = True
             threading.Thread(target=self._refill, name="herd-pool", daemon=True).start()
 

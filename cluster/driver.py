@@ -437,7 +437,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             recent.pop(0)
         metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
-                                                "max_seconds": cfg.run.max_seconds}))
+                                                "max_seconds": cfg.run.max_seconds,
+                                                "start_over": timeline.over(ls, now - start)}))
         print(format_row(row), flush=True)
         if now - last_ckpt >= cfg.run.checkpoint_every_s:
             try:
@@ -473,6 +474,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
         print(f"[herd] removing the actors failed ({one_line(e)}); their last polled counts "
               "stand in", flush=True)
+    controller.refill_pool.remote()  # the cores are free now, if the start never was over
     try:  # no actor is left to serve: the relays' last counts, then they go
         relays = ray.get(controller.stop_relays.remote())
     except Exception as e:  # noqa: BLE001 -- they die with the controller in any case

@@ -10,9 +10,11 @@ process whose torch is in. Ray's own prestart, which came with every driver's co
 (RAY_prestart_worker_first_driver), is off on such a cluster: it started bare workers at the
 moment a job began, and they took that job's CPUs and the next job's learner.
 
-Each job's controller calls `refill` once the job's first update is done (its start is over,
-and what it took from the pool is known): the spares taken are started again on its node, so
-the next job finds as many warm ones as the first did.
+Each job's controller calls `refill` once the job's start is over (its first update done and,
+on the GPU, its compiled graph in place: the spares' boot would otherwise take the cores of a
+fully booked node from the compile and the actors), and what it took from the pool is known:
+the spares taken are started again on its node, so the next job finds as many warm ones as the
+first did.
 """
 
 from __future__ import annotations

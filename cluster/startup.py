@@ -51,6 +51,8 @@ from herd.proto.timing import process_started
 SUBMIT_ENV = "HERD_SUBMIT_UNIX"
 SPEC_ENV = "HERD_ENV_SPEC"  # the env's spec as `herd submit` built it: the driver builds no env
 SENT_ENV = "HERD_SUBMIT_SENT_UNIX"  # when `herd submit` handed the job to Ray
+START_OVER_S = 180.0
+"""Seconds after which a job's start counts as over even without a compiled graph."""
 PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "config_parsed",
           "ray_joined", "env_spec", "driver_ready", "learner_process", "learner_init",
           "learner_torch", "learner_device", "learner_buffer", "learner_sac", "learner_listening",
@@ -150,6 +152,17 @@ class Timeline:
               and str(ls.get("device", "")).startswith("cuda")):
             # a status without the field (a learner from before it): compiled from the start
             self.mark("first_compiled_update", self.marks["first_update"])
+
+    def over(self, ls: dict, elapsed: float) -> bool:
+        """The job's start is over: its first update came and, where a compiled graph is being
+        built in the background on the GPU, that graph took over (or the job has run
+        START_OVER_S, whatever became of the compile). Work that only helps the next job (the
+        spare workers, herd/pool.py) waits for it: a fully booked node's cores are the start's."""
+        if "first_update" not in self.marks:
+            return False
+        background = self.compiled and str(ls.get("device", "")).startswith("cuda")
+        return (not background or "first_compiled_update" in self.marks
+                or bool(ls.get("graph_error")) or elapsed >= START_OVER_S)
 
     def watch(self, learner, controller, every_s: float = 0.25) -> None:
         """Poll the learner (and, until all answered, the actors) on a thread of its own until

@@ -78,7 +78,7 @@ def test_every_job_starts_in_a_warm_spare_and_up_lists_no_job(ray_cluster, tmp_p
             ls = wait_for(lambda job=job: learner(job), 240, f"job {i + 1}'s first update", poll=2)
             # its learner took a spare that had imported torch & co. before the job came
             assert ls["pid"] in spares and warm(ls["pid"]), (i, ls["pid"], spares)
-            # what the job took, its controller started again once its first update was done
+            # what the job took, its controller started again once its start was over
             again = set(wait_for(warm_spares, 120, "the spares started again", poll=2))
             assert again - spares, (again, spares)
             spares = again
@@ -86,9 +86,10 @@ def test_every_job_starts_in_a_warm_spare_and_up_lists_no_job(ray_cluster, tmp_p
             wait_for(lambda job=job: next((j["status"] for j in jobs() if j.get("submission_id") == job
                                            and j["status"] in ("SUCCEEDED", "STOPPED", "FAILED")), None),
                      180, f"job {i + 1}'s end", poll=2)
-        # the two jobs, each with its driver; nothing from before them
+        # the two jobs (and at most a driver entry of each); nothing from before them
         listed = jobs()
-        assert sorted(j["type"] for j in listed) == ["DRIVER", "DRIVER", "SUBMISSION", "SUBMISSION"], listed
+        assert sum(j["type"] == "SUBMISSION" for j in listed) == 2, listed
+        assert all(j["type"] in ("SUBMISSION", "DRIVER") for j in listed) and len(listed) <= 4, listed
         assert all(j["start_time"] >= first_submit_ms for j in listed), listed
     finally:
         herd("down", check=False)
