@@ -193,11 +193,16 @@ def _span(values: list[float], fmt: str, unit: str = " s") -> str:
     return (lo if lo == hi else f"{lo}–{hi}") + unit
 
 
+def latest(pattern: str) -> Path:
+    """The newest result file of a kind (by its records' date, then by name)."""
+    return max(sorted(RESULTS.glob(pattern)), key=newest)
+
+
 def headline_md() -> str:
     """One table of the figures the README leads with, each with its date, machine and source."""
     finals = [r for f in sorted(RESULTS.glob("humanoid-final-fast-s*.json")) for r in load(f)]
-    fanin = load(RESULTS / "fanin-1000-ip4-nvidia-h200.json")[0]
-    scale = load(RESULTS / "scale-nvidia-h200.json")
+    fanin_file, scale_file = latest("fanin-*1000-ip4*.json"), latest("scale-*.json")
+    fanin, scale = load(fanin_file)[0], load(scale_file)
     learner = [r for r in load(RESULTS / "learner-nets-mse-512-2048-nvidia-h200.json")
                if r["nets"] != "plain"]
     n = len(finals)
@@ -213,10 +218,11 @@ def headline_md() -> str:
          "cold, preloaded cluster", f0, "humanoid-final-fast-s*"),
         ("Actors on one learner", (f"{fanin['clients']:,} clients, {fanin['stalled']} stalled, "
                                    f"{fanin['transitions_per_s']:,} transitions/s flat out"),
-         "synthetic gRPC actors", fanin,
-         "fanin-1000-ip4-*"),
+         "synthetic gRPC actors", fanin, fanin_file.name),
         ("Live scale of a running job", " → ".join(str(r["stepping"]) for r in scale) + " env actors, "
-         "all stepping", scale[0]["env"], scale[0], "scale-*"),
+         "all stepping" + (f", {sum(r['reconnects_of_running_actors'] for r in scale)} reconnects of "
+                           "running actors" if "reconnects_of_running_actors" in scale[0] else ""),
+         scale[0]["env"], scale[0], scale_file.name),
         ("SAC updates/s, Humanoid config", " / ".join(f"{r['updates_per_s']:,.0f} (batch {r['batch']})"
                                                      for r in learner), "update alone", learner[0],
          "learner-nets-mse-512-2048-*"),
