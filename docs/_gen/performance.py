@@ -23,7 +23,7 @@ KINDS = [
       "final_eval_return", "updates_per_s", "env_steps_per_s"]),
     (r"startup-", "Start-up",
      "Seconds from `herd submit` to each milestone of a job (`bench/startup.py`).",
-     ["arm", "cold", "preload", "driver_ready_s", "learner_listening_s", "actors_ready_s", "first_update_s",
+     ["arm", "job_index", "cold", "preload", "driver_ready_s", "learner_listening_s", "actors_ready_s", "first_update_s",
       "first_compiled_update_s", "graph_swap_s", "startup_update_gap_s", "seconds_to_5000", "first_eval_s"]),
     (r"learner-", "The learner's update alone",
      "Updates/s of the SAC update on synthetic data (`bench/learner.py`): no actors, no ingest.",
@@ -37,7 +37,8 @@ KINDS = [
     (r"scale-", "Scaling a running job",
      "A job's env actors scaled while it runs (`bench/scale.py`).",
      ["env", "target_actors", "actors", "stepping", "env_steps_per_s", "updates_per_s", "policy_lag",
-      "reconnects_total", "refused_actors"]),
+      "reconnects_of_running_actors", "reconnects_of_new_actors", "reconnects_total", "refused_actors",
+      "books_exact"]),
     (r"actors-|actor-cost-", "Env actors",
      ("Env steps/s of Herd's actors against a plain gymnasium loop with the same policy "
       "(`bench/actors.py`), and CPU per env step (`bench/actor_cost.py`)."),
