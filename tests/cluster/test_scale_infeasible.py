@@ -90,7 +90,7 @@ def test_scale_up_and_down_then_past_the_cpus_then_stop(ray_cluster, tmp_path):
         waiting = [a for a in s["actors"] if a.get("waiting")]
         assert len(waiting) == 5 and all("waiting for CPUs" in a["error"] for a in waiting)
         text = herd("status", job).stdout
-        assert "5 waiting for CPUs, 0.5 free" in " ".join(text.split()), text
+        assert "5 actors waiting for CPUs (needs 1); 0.5 CPUs free" in " ".join(text.split()), text
         # down to 1: the 5 that never ran go at once, the 2 other running ones deliver and go
         r = herd("scale", job, "--actors", "1")
         assert "1 actors" in r.stdout and "waiting" not in r.stdout, r.stdout
