@@ -64,7 +64,7 @@ proto: setup ## regenerate the gRPC stubs from proto/herd.proto (generated as he
 	rm -rf .protogen
 
 lint: setup
-	$(BIN)/ruff check cluster learner actors proto tests bench docs
+	$(BIN)/ruff check cluster learner actors proto tests bench docs examples
 
 clean:
 	rm -rf runs .pytest_cache site wheelhouse
