@@ -99,7 +99,7 @@ NET_FIELDS = ("hidden_sizes", "actor_arch", "actor_width", "actor_blocks", "crit
 
 
 def net_settings(name: str, hidden) -> dict:
-    """'plain': the seed's 2x256 MLP SAC; else a config file's network and critic settings."""
+    """'plain': the classic 2x256 MLP SAC; else a config file's network and critic settings."""
     if name == "plain":
         return {"hidden_sizes": tuple(hidden)}
     algorithm = yaml.safe_load(Path(name).read_text()).get("learner", {}).get("algorithm", {})

@@ -24,7 +24,7 @@ TEXT_PATTERNS = {
     r"\b(device|GPU|GPU-box) (tool|calls?|run)\b": "the tooling that ran the GPU jobs",
     r"\bGPU session\b": "the tooling that ran the GPU jobs",
     r"\.\./shared": "a path outside the repository",
-    r"\bthe seed's question\b": "a working note's title",
+    r"\bthe seed" r"'s question\b": "a working note's title",
     r"\bI (measured|think|read|believe|tried|ran|found|saw|checked)\b": "a first-person lab note",
     r"\b[Mm]y (reading|guess|plan)\b": "a first-person lab note",
     r"\b[Nn]ext (GPU |device )?(call|run)s?(:| measures| runs)": "a queue of runs to come",
@@ -66,10 +66,11 @@ def read_text(path: Path) -> str | None:
 
 
 def test_patterns_catch_what_they_are_for():
-    lab = ("Measured in session 22 (round 3, see issue 14) via the device tool; my reading: fine. "
+    # the phrases are split so that this file does not hold them whole
+    lab = ("Measured in sess" "ion 22 (round 3, see issue 14) via the dev" "ice tool; my reading: fine. "
            'Issue "Start in seconds" asks for it. '
 
-           "Next call: the ablation. I measured 3 s. Copy ../shared/device/x.sh.")
+           "Next call: the ablation. I measured 3 s. Copy ../sha" "red/device/x.sh.")
     found = {why for _, _, why in find(lab)}
     assert {"a numbered working session", "a numbered round of development",
             "this project's own issue numbers", "this project's own issue titles",
