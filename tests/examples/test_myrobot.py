@@ -42,7 +42,9 @@ def test_the_documented_flow(ray_cluster, tmp_path):
     assert "Uploading package" not in r.stdout + r.stderr  # Ray's INFO lines, silenced
     run = tmp_path / "runs" / job
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["stop_reason"] == "target_return" and summary["reached_target"], summary
+    # the evaluation that reached the target stopped the job (its policy is best_policy.pb); the
+    # final checkpoint's evaluation comes later, SAC learning meanwhile, and may read lower
+    assert summary["stop_reason"] == "target_return" and summary["best_reached_target"], summary
     assert json.loads((run / "code.json").read_text())["paths"] == [str(EXAMPLE)]
     print(f"submit -> target {TARGET}: {time.monotonic() - began:.0f} s")
     # the job's log, piped: no colour codes, no deprecation warning of Ray's
