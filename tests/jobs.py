@@ -119,3 +119,12 @@ class Interruptible:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()
+
+
+def stepping(job: str, n: int, after: dict[str, int]):
+    """The status once n actors run and each has stepped beyond `after` (its steps so far)."""
+    s = status(job)
+    acts = s["actors"]
+    if len(acts) == n and all(a.get("steps", 0) > after.get(a["actor_id"], 0) for a in acts):
+        return s
+    return None

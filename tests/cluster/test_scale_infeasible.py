@@ -14,7 +14,17 @@ import json
 
 import pytest
 
-from tests.jobs import SMALL, Interruptible, controller_up, herd, status, status_when, submit, wait_for
+from tests.jobs import (
+    SMALL,
+    Interruptible,
+    controller_up,
+    herd,
+    status,
+    status_when,
+    stepping,
+    submit,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -29,15 +39,6 @@ def actor_counts(run_dir) -> list[int]:
             return [int(r["actors"]) for r in csv.DictReader(f)]
     except FileNotFoundError:
         return []
-
-
-def stepping(job: str, n: int, after: dict[str, int]):
-    """The status once n actors run and each has stepped beyond `after` (its steps so far)."""
-    s = status(job)
-    acts = s["actors"]
-    if len(acts) == n and all(a.get("steps", 0) > after.get(a["actor_id"], 0) for a in acts):
-        return s
-    return None
 
 
 def test_scale_up_and_down_then_past_the_cpus_then_stop(ray_cluster, tmp_path):

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.jobs import SMALL, controller_up, herd, small_learner, status, submit, wait_for
+from tests.jobs import SMALL, controller_up, herd, small_learner, stepping, submit, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -20,15 +20,6 @@ CFG = {**SMALL,
        "learner": small_learner(ratio=None, min_size=500, ingest_process="on"),
        "actors": {**SMALL["actors"], "num_actors": 4, "num_cpus": 0.05, "warmup_steps": 10**9},
        "run": {**SMALL["run"], "name": "steady", "eval_every_s": 30}}
-
-
-def stepping(job: str, n: int, after: dict[str, int]):
-    """The status once n actors run and each has stepped beyond `after` (its steps so far)."""
-    s = status(job)
-    acts = s["actors"]
-    if len(acts) == n and all(a.get("steps", 0) > after.get(a["actor_id"], 0) for a in acts):
-        return s
-    return None
 
 
 def reconnects(s: dict) -> dict[str, int]:
