@@ -71,7 +71,9 @@ def loopback(addr: str) -> bool:
     return ip.startswith(("127.", "::ffff:127.")) or ip == "::1"
 
 
-def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_cluster, tmp_path):
+def private_home(tmp_path: Path) -> tuple[Path, dict, int]:
+    """A HOME of the test's own (its ~/.herd, never the user's ~/.ray), the environment that
+    `herd` runs in there, and the dashboard port it is to use."""
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items()
@@ -79,6 +81,11 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
                         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     dash = free_port()
     env.update(HOME=str(home), HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}")
+    return home, env, dash
+
+
+def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_cluster, tmp_path):
+    home, env, dash = private_home(tmp_path)
 
     def herd(*args):
         return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, env=env,

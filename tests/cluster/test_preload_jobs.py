@@ -7,7 +7,6 @@ not from a throwaway driver)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import pytest
 import yaml
 
 from herd import pool
-from tests.cluster.test_local_up import free_port, marked_pids
+from tests.cluster.test_local_up import free_port, marked_pids, private_home
 from tests.jobs import SMALL, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -27,13 +26,7 @@ SPARES = 3
 
 
 def test_every_job_starts_in_a_warm_spare_and_up_lists_no_job(ray_cluster, tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HERD_HOME", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS",
-                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    dash = free_port()
-    env.update(HOME=str(home), HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}")
+    home, env, dash = private_home(tmp_path)
 
     def herd(*args, check=True):
         r = subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, env=env,
