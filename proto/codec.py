@@ -17,6 +17,10 @@ TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "disco
 """TransitionBatch's row fields in field-number order (6..11)."""
 OPTIONAL_FIELDS = ("discount",)
 """Fields a batch may leave empty: no `discount` means one-step rows."""
+FRAME_FIELDS = {"frames": 12, "frame_prev": 14, "obs_frame": 15, "next_frame": 16}
+"""A pixel batch's frame fields and their field numbers (first_frame, 13, is a scalar)."""
+FRAME_DTYPE = np.dtype("u1")
+FRAME_REF_DTYPE = np.dtype("<i8")
 REWARD_DTYPE = np.dtype("<f4")
 DISCOUNT_DTYPE = np.dtype("<f4")
 TERMINATED_DTYPE = np.dtype("u1")
@@ -29,9 +33,10 @@ def wire_dtype(name: str) -> np.dtype:
 
 
 def spec_to_proto(
-    env_id: str, obs_shape, obs_dtype, action_shape, action_low, action_high
+    env_id: str, obs_shape, obs_dtype, action_shape, action_low, action_high, frame_stack: int = 0,
 ) -> pb.EnvSpec:
     return pb.EnvSpec(
+        frame_stack=frame_stack,
         env_id=env_id,
         obs_shape=list(obs_shape),
         obs_dtype=np.dtype(obs_dtype).name,
@@ -52,7 +57,12 @@ def pack_batch(
     obs_dtype: str = "float32",
 ) -> pb.TransitionBatch:
     """One TransitionBatch from row-aligned arrays (obs, action, reward, next_obs, terminated,
-    and optionally discount)."""
+    and optionally discount); a pixel batch gives frames, first_frame, frame_prev, obs_frame
+    and next_frame instead of obs and next_obs."""
+    if is_pixel_batch(arrays):
+        return pb.TransitionBatch.FromString(WireBatch(
+            arrays, session_id=session_id, actor_id=actor_id, seq=seq,
+            policy_version=policy_version).SerializeToString())
     obs_dt = wire_dtype(obs_dtype)
     count = len(arrays["reward"])
     discount = arrays.get("discount")
@@ -69,6 +79,14 @@ def pack_batch(
         terminated=np.ascontiguousarray(arrays["terminated"], TERMINATED_DTYPE).tobytes(),
         discount=b"" if discount is None else np.ascontiguousarray(discount, DISCOUNT_DTYPE).tobytes(),
     )
+
+
+def is_pixel_batch(arrays: Mapping) -> bool:
+    return "frames" in arrays
+
+
+def is_pixel_spec(spec: pb.EnvSpec) -> bool:
+    return spec.frame_stack > 0
 
 
 def _varint(n: int) -> bytes:
@@ -100,7 +118,8 @@ class WireBatch:
     every large block afresh (proto/heap.py). The rows are joined once into the body (fields
     6-10); the small head (fields 1-5) is written per send, so a resend after a reconnect can
     carry a new `session_id`. Hand it to gRPC with `request_serializer=WireBatch.SerializeToString`.
-    `discount` (field 11) is written only when `arrays` holds it.
+    `discount` (field 11) is written only when `arrays` holds it. A pixel batch (`frames` in
+    `arrays`) writes fields 7, 8, 10, 11 and the frame fields 12-16 instead of obs/next_obs.
     """
 
     __slots__ = ("_body", "actor_id", "count", "policy_version", "seq", "session_id")
@@ -111,11 +130,20 @@ class WireBatch:
         self.session_id, self.actor_id, self.seq = session_id, actor_id, seq
         self.policy_version, self.count = policy_version, len(arrays["reward"])
         dtypes = (obs_dt, np.dtype("<f4"), REWARD_DTYPE, obs_dt, TERMINATED_DTYPE, DISCOUNT_DTYPE)
+        pixel = is_pixel_batch(arrays)
         parts = []
         for num, (name, dt) in enumerate(zip(TRANSITION_FIELDS, dtypes), start=6):
             if name in OPTIONAL_FIELDS and arrays.get(name) is None:
                 continue
+            if pixel and name in ("obs", "next_obs"):
+                continue
             parts += _length_delimited(num, np.ascontiguousarray(arrays[name], dt))
+        if pixel:
+            parts += _length_delimited(12, np.ascontiguousarray(arrays["frames"], FRAME_DTYPE))
+            parts.append(_scalar(13, int(arrays["first_frame"])))
+            for name in ("frame_prev", "obs_frame", "next_frame"):
+                parts += _length_delimited(FRAME_FIELDS[name],
+                                           np.ascontiguousarray(arrays[name], FRAME_REF_DTYPE))
         self._body = b"".join(parts)
 
     def _head(self) -> bytes:
@@ -145,10 +173,17 @@ def field_layout(spec: pb.EnvSpec) -> dict[str, tuple[np.dtype, tuple[int, ...]]
 
 def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.ndarray]:
     """Zero-copy views of a batch's fields (an empty optional field is left out). Raises
-    ValueError when a byte length is wrong."""
+    ValueError when a byte length is wrong. A pixel spec's batch gives frames [F, *obs_shape],
+    frame_prev [F], obs_frame and next_frame [count] (int64) and first_frame (an int) in place
+    of obs and next_obs; what the numbers point at is the learner's to check."""
     out = {}
+    pixel = is_pixel_spec(spec)
     for name, (dtype, shape) in field_layout(spec).items():
         raw = getattr(batch, name)
+        if pixel and name in ("obs", "next_obs"):
+            if raw:
+                raise ValueError(f"field '{name}' must be empty in a pixel batch (frames carry it)")
+            continue
         if not raw and name in OPTIONAL_FIELDS:
             continue
         row = dtype.itemsize * math.prod(shape)  # np.prod costs more than the rest of the loop
@@ -158,14 +193,40 @@ def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.nd
                 f"{dtype.name} need {batch.count * row}"
             )
         out[name] = np.frombuffer(raw, dtype).reshape((batch.count, *shape))
+    if pixel:
+        out.update(_unpack_frames(batch, spec))
+    elif batch.frames or batch.frame_prev or batch.obs_frame or batch.next_frame:
+        raise ValueError("frame fields in a batch of a state env (its spec has no frame_stack)")
+    return out
+
+
+def _unpack_frames(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict:
+    frame = math.prod(spec.obs_shape)
+    n_prev = len(batch.frame_prev) // FRAME_REF_DTYPE.itemsize
+    if len(batch.frame_prev) % FRAME_REF_DTYPE.itemsize or len(batch.frames) != n_prev * frame:
+        raise ValueError(
+            f"field 'frames' has {len(batch.frames)} bytes for {len(batch.frame_prev)} bytes of "
+            f"frame_prev; each frame is {frame} bytes of shape {tuple(spec.obs_shape)} uint8 with "
+            f"one int64 in frame_prev")
+    out = {"frames": np.frombuffer(batch.frames, FRAME_DTYPE).reshape((n_prev, *spec.obs_shape)),
+           "frame_prev": np.frombuffer(batch.frame_prev, FRAME_REF_DTYPE),
+           "first_frame": int(batch.first_frame)}
+    for name in ("obs_frame", "next_frame"):
+        raw = getattr(batch, name)
+        if len(raw) != batch.count * FRAME_REF_DTYPE.itemsize:
+            raise ValueError(f"field '{name}' has {len(raw)} bytes; {batch.count} rows need "
+                             f"{batch.count * FRAME_REF_DTYPE.itemsize} (int64 each)")
+        out[name] = np.frombuffer(raw, FRAME_REF_DTYPE)
     return out
 
 
 def pack_weights(
     tensors: Mapping[str, np.ndarray], version: int, log_std_min: float, log_std_max: float,
     *, arch: str = "mlp", obs_mean=None, obs_std=None, obs_clip: float = 0.0,
+    conv_strides=(),
 ) -> pb.PolicyWeights:
-    """PolicyWeights of `arch`; obs_mean/obs_std (flat) when the network reads normalized obs."""
+    """PolicyWeights of `arch`; obs_mean/obs_std (flat) when the network reads normalized obs;
+    conv_strides for "conv"."""
     norm = {}
     if obs_mean is not None:
         norm = dict(obs_mean=np.asarray(obs_mean, np.float32).ravel().tolist(),
@@ -180,6 +241,7 @@ def pack_weights(
         ],
         log_std_min=log_std_min,
         log_std_max=log_std_max,
+        conv_strides=list(conv_strides),
     )
 
 

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EnvSpec(_message.Message):
-    __slots__ = ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype", "action_low", "action_high")
+    __slots__ = ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype", "action_low", "action_high", "frame_stack")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     OBS_SHAPE_FIELD_NUMBER: _ClassVar[int]
     OBS_DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -15,6 +15,7 @@ class EnvSpec(_message.Message):
     ACTION_DTYPE_FIELD_NUMBER: _ClassVar[int]
     ACTION_LOW_FIELD_NUMBER: _ClassVar[int]
     ACTION_HIGH_FIELD_NUMBER: _ClassVar[int]
+    FRAME_STACK_FIELD_NUMBER: _ClassVar[int]
     env_id: str
     obs_shape: _containers.RepeatedScalarFieldContainer[int]
     obs_dtype: str
@@ -22,7 +23,8 @@ class EnvSpec(_message.Message):
     action_dtype: str
     action_low: _containers.RepeatedScalarFieldContainer[float]
     action_high: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, env_id: _Optional[str] = ..., obs_shape: _Optional[_Iterable[int]] = ..., obs_dtype: _Optional[str] = ..., action_shape: _Optional[_Iterable[int]] = ..., action_dtype: _Optional[str] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ...) -> None: ...
+    frame_stack: int
+    def __init__(self, env_id: _Optional[str] = ..., obs_shape: _Optional[_Iterable[int]] = ..., obs_dtype: _Optional[str] = ..., action_shape: _Optional[_Iterable[int]] = ..., action_dtype: _Optional[str] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., frame_stack: _Optional[int] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
     __slots__ = ("actor_id", "spec", "incarnation")
@@ -49,7 +51,7 @@ class HandshakeReply(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ..., ingest_port: _Optional[int] = ...) -> None: ...
 
 class TransitionBatch(_message.Message):
-    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated", "discount")
+    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated", "discount", "frames", "first_frame", "frame_prev", "obs_frame", "next_frame")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +63,11 @@ class TransitionBatch(_message.Message):
     NEXT_OBS_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_FIELD_NUMBER: _ClassVar[int]
     DISCOUNT_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FRAME_FIELD_NUMBER: _ClassVar[int]
+    FRAME_PREV_FIELD_NUMBER: _ClassVar[int]
+    OBS_FRAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FRAME_FIELD_NUMBER: _ClassVar[int]
     session_id: int
     actor_id: str
     seq: int
@@ -72,7 +79,12 @@ class TransitionBatch(_message.Message):
     next_obs: bytes
     terminated: bytes
     discount: bytes
-    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., discount: _Optional[bytes] = ...) -> None: ...
+    frames: bytes
+    first_frame: int
+    frame_prev: bytes
+    obs_frame: bytes
+    next_frame: bytes
+    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., discount: _Optional[bytes] = ..., frames: _Optional[bytes] = ..., first_frame: _Optional[int] = ..., frame_prev: _Optional[bytes] = ..., obs_frame: _Optional[bytes] = ..., next_frame: _Optional[bytes] = ...) -> None: ...
 
 class PushAck(_message.Message):
     __slots__ = ("seq", "code", "message", "accepted", "received_total", "duplicate")
@@ -109,7 +121,7 @@ class Tensor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class PolicyWeights(_message.Message):
-    __slots__ = ("version", "tensors", "log_std_min", "log_std_max", "arch", "obs_mean", "obs_std", "obs_clip")
+    __slots__ = ("version", "tensors", "log_std_min", "log_std_max", "arch", "obs_mean", "obs_std", "obs_clip", "conv_strides")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
     LOG_STD_MIN_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +130,7 @@ class PolicyWeights(_message.Message):
     OBS_MEAN_FIELD_NUMBER: _ClassVar[int]
     OBS_STD_FIELD_NUMBER: _ClassVar[int]
     OBS_CLIP_FIELD_NUMBER: _ClassVar[int]
+    CONV_STRIDES_FIELD_NUMBER: _ClassVar[int]
     version: int
     tensors: _containers.RepeatedCompositeFieldContainer[Tensor]
     log_std_min: float
@@ -126,7 +139,8 @@ class PolicyWeights(_message.Message):
     obs_mean: _containers.RepeatedScalarFieldContainer[float]
     obs_std: _containers.RepeatedScalarFieldContainer[float]
     obs_clip: float
-    def __init__(self, version: _Optional[int] = ..., tensors: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., log_std_min: _Optional[float] = ..., log_std_max: _Optional[float] = ..., arch: _Optional[str] = ..., obs_mean: _Optional[_Iterable[float]] = ..., obs_std: _Optional[_Iterable[float]] = ..., obs_clip: _Optional[float] = ...) -> None: ...
+    conv_strides: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, version: _Optional[int] = ..., tensors: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., log_std_min: _Optional[float] = ..., log_std_max: _Optional[float] = ..., arch: _Optional[str] = ..., obs_mean: _Optional[_Iterable[float]] = ..., obs_std: _Optional[_Iterable[float]] = ..., obs_clip: _Optional[float] = ..., conv_strides: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
