@@ -235,13 +235,26 @@ class _Child:
             self._held = []
 
     def drain(self, out: list, limit: int) -> None:
+        """Views of the filled slots, one view per run of neighbouring slots (full but for the
+        last): each view is one host-to-device copy, and on the training thread every copy's
+        calls wait for the GIL while a compile runs there."""
+        named: list[tuple[int, int]] = []
         try:
-            while len(out) < limit and self.data.poll(0):
-                for slot, n in self.data.recv():
-                    out.append(self.blocks[slot, :n])
-                    self._held.append(slot)
+            while len(named) < limit and self.data.poll(0):
+                named += self.data.recv()
         except (EOFError, OSError):  # the child has ended: all it staged was read before EOF
             pass
+        rows = self.blocks.shape[1]
+        i = 0
+        while i < len(named):
+            first, j = named[i][0], i
+            while (j + 1 < len(named) and named[j][1] == rows
+                   and named[j + 1][0] == named[j][0] + 1):
+                j += 1
+            n = (j - i) * rows + named[j][1]
+            out.append(self.blocks[first:first + j - i + 1].view(-1, self.blocks.shape[2])[:n])
+            self._held += [slot for slot, _ in named[i:j + 1]]
+            i = j + 1
 
     def counts(self) -> dict:
         if self._final is not None:  # the child is gone: its last books stand

@@ -37,6 +37,7 @@ class RingWriter:
         self.slot = 0
         self.fill = 0  # rows in the current slot, not yet in the ring
         self._host_rows: list[tuple[int, int]] = []  # of those, the ones in the host slot
+        self._copies: list = []  # of those, (device rows, page-locked block rows) to copy
         if self.cuda:
             self.stream = torch.cuda.Stream(self.device)
             self.dev = [torch.empty_like(h, device=self.device) for h in self.host]
@@ -62,10 +63,8 @@ class RingWriter:
                 if self.fill + hi - lo > self.chunk_rows:
                     self.flush()
                 at, j = self.fill, self.slot
-                if pinned:  # DMA from the block itself, no host copy
-                    with torch.cuda.stream(self.stream):
-                        self.stream.wait_event(self.consumed[j])  # device slot j read by its last write
-                        self.dev[j][at : at + hi - lo].copy_(rows[lo:hi], non_blocking=True)
+                if pinned:  # DMA from the block itself, no host copy (issued by flush)
+                    self._copies.append((self.dev[j][at : at + hi - lo], rows[lo:hi]))
                 else:
                     self.host[j][at : at + hi - lo].copy_(rows[lo:hi])
                     self._host_rows.append((at, at + hi - lo))
@@ -83,13 +82,15 @@ class RingWriter:
         update = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self.stream):
             self.stream.wait_event(self.consumed[j])  # device slot j read by its last write
+            for dst, src in self._copies:
+                dst.copy_(src, non_blocking=True)
             for a, b in self._host_rows:
                 self.dev[j][a:b].copy_(self.host[j][a:b], non_blocking=True)
             self.copied[j].record(self.stream)
         update.wait_event(self.copied[j])
         self.buffer.extend_packed(self.dev[j][:n])
         self.consumed[j].record(update)
-        self._host_rows = []
+        self._host_rows, self._copies = [], []
         self.fill = 0
         self.slot = (j + 1) % len(self.host)
         # The next slot's pinned memory may still be feeding an earlier H2D copy.

@@ -81,3 +81,25 @@ def test_full_slots_make_a_batch_wait_and_come_back_when_taken():
         assert await staging.put(batch(1, 32))
 
     asyncio.run(run())
+
+
+def test_the_parent_takes_neighbouring_full_slots_as_one_block():
+    """_Child.drain: one view per run of neighbouring slots, full but for the last (one
+    host-to-device copy each); every row once, in order; every slot held for release."""
+    import torch
+
+    from herd.learner.ingest_proc import _Child
+
+    blocks = torch.arange(8 * ROWS, dtype=torch.float32).view(8, ROWS, 1)
+    parent, child = mp.Pipe()
+    taker = object.__new__(_Child)
+    taker.data, taker.blocks, taker._held = parent, blocks, []
+    child.send([(2, ROWS), (3, ROWS), (4, 5)])  # 2, 3 full and 4: one run
+    child.send([(0, ROWS), (6, ROWS), (7, 3)])  # 0 alone, then 6 and 7
+    child.send([(1, 4), (2, ROWS)])  # 1 is not full: it ends its run
+    out: list = []
+    taker.drain(out, limit=64)
+    want = [(2, ROWS), (3, ROWS), (4, 5), (0, ROWS), (6, ROWS), (7, 3), (1, 4), (2, ROWS)]
+    assert [b.shape[0] for b in out] == [2 * ROWS + 5, ROWS, ROWS + 3, 4, ROWS]
+    assert torch.cat(out).flatten().tolist() == [v for s, n in want for v in blocks[s, :n].flatten().tolist()]
+    assert taker._held == [s for s, _ in want]
