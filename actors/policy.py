@@ -24,9 +24,10 @@ def _one_thread() -> None:
 
 
 class PolicyNet(torch.nn.Module):
-    """The policy network of a PolicyWeights message (either layout, observation normalization
+    """The policy network of a PolicyWeights message (any layout, observation normalization
     included) as a torch module: observations -> (pre-tanh mean, log_std). The actors act with
-    it and `herd export` traces it, so an exported policy is this very computation."""
+    it and `herd export` traces it, so an exported policy is this very computation. "conv"
+    reads stacked uint8 frames [N, S*C, H, W]; the others flat float32 observations."""
 
     def __init__(self, weights: pb.PolicyWeights):
         super().__init__()
@@ -47,15 +48,50 @@ class PolicyNet(torch.nn.Module):
                 self.blocks = [(pair(f"b{i}.norm"), pair(f"b{i}.fc1"), pair(f"b{i}.fc2")) for i in range(n)]
             except KeyError as e:
                 raise ValueError(f"residual PolicyWeights lack tensor {e}") from None
+        elif self.arch == "conv":
+            self._conv_layout(named, list(weights.conv_strides))
         else:
-            raise ValueError(f"PolicyWeights.arch {weights.arch!r} is neither 'mlp' nor 'residual'")
+            raise ValueError(f"PolicyWeights.arch {weights.arch!r} is not 'mlp', 'residual' or 'conv'")
         self.obs_mean = self.obs_std = None
         if len(weights.obs_mean):
             self.obs_mean = torch.tensor(list(weights.obs_mean), dtype=torch.float32)
             self.obs_std = torch.tensor(list(weights.obs_std), dtype=torch.float32)
         self.obs_clip = weights.obs_clip
 
+    def _conv_layout(self, named: dict, strides: list[int]) -> None:
+        def count(prefix):
+            return sum(1 for k in named if k.startswith(prefix) and k.endswith(".weight")
+                       and k[len(prefix):-len(".weight")].isdigit())
+
+        try:
+            self.convs = [(named[f"conv{i}.weight"], named[f"conv{i}.bias"]) for i in range(count("conv"))]
+            self.trunk = (named["trunk.weight"], named["trunk.bias"])
+            self.trunk_norm = (named["trunk_norm.weight"], named["trunk_norm.bias"])
+            self.fcs = [(named[f"fc{i}.weight"], named[f"fc{i}.bias"]) for i in range(count("fc"))]
+        except KeyError as e:
+            raise ValueError(f"conv PolicyWeights lack tensor {e}") from None
+        if not self.convs or not self.fcs or len(strides) != len(self.convs):
+            raise ValueError(f"conv PolicyWeights need conv and fc layers and one stride per conv "
+                             f"layer ({len(self.convs)} conv, {len(self.fcs)} fc, strides {strides})")
+        self.strides = strides
+
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.float32) / 255.0 - 0.5
+        for (w, b), stride in zip(self.convs, self.strides):
+            x = F.relu(F.conv2d(x, w, b, stride=stride))
+        x = F.linear(x.flatten(1), *self.trunk)
+        return torch.tanh(F.layer_norm(x, self.trunk_norm[0].shape, *self.trunk_norm))
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.arch == "conv":
+            x = self._encode(x)
+            last = len(self.fcs) - 1
+            for i, (w, b) in enumerate(self.fcs):
+                x = F.linear(x, w, b)
+                if i < last:
+                    x = F.relu(x)
+            mean, log_std = x.chunk(2, dim=-1)
+            return mean, log_std
         if self.obs_mean is not None:
             x = (x - self.obs_mean) / self.obs_std
             if self.obs_clip > 0:
@@ -77,8 +113,9 @@ class PolicyNet(torch.nn.Module):
 
 
 class MLPPolicy:
-    """The tanh-Gaussian policy as the contract in herd.proto describes it (either layout,
-    observation normalization included); inference only."""
+    """The tanh-Gaussian policy as the contract in herd.proto describes it (any layout,
+    observation normalization included); inference only. A "conv" policy acts on stacked
+    uint8 frames [N, S*C, H, W]."""
 
     def __init__(self, weights: pb.PolicyWeights, low: np.ndarray, high: np.ndarray):
         self.net = PolicyNet(weights)
@@ -94,7 +131,8 @@ class MLPPolicy:
         """Actions for a batch of observations; the exploration noise comes from `generator`
         (the actor's seeded one) or, without one, torch's global generator."""
         _one_thread()
-        mean, log_std = self.net(torch.from_numpy(np.ascontiguousarray(obs, np.float32)))
+        dtype = np.uint8 if self.arch == "conv" else np.float32
+        mean, log_std = self.net(torch.from_numpy(np.ascontiguousarray(obs, dtype)))
         if not deterministic:
             std = log_std.clamp(*self.log_std_range).exp()
             mean = mean + std * torch.randn(mean.shape, generator=generator)
