@@ -626,6 +626,9 @@ def cmd_evaluate(args) -> int:
           f"deterministic return {out['mean_return']:.1f} (min {out['min_return']:.1f}, "
           f"max {out['max_return']:.1f}, mean length {out['mean_length']:.0f}) over "
           f"{out['episodes']} episodes")
+    if out.get("mean_contact_cost") is not None:  # v5's contact penalty, which v4's returns lack
+        print(f"contact cost {out['mean_contact_cost']:.1f} per episode (summed -reward_contact; "
+              f"return without it {out['mean_return'] + out['mean_contact_cost']:.1f})")
     if out.get("video"):
         print(f"video: {out['video']} ({out['frames']} frames)")
     return 0

@@ -432,6 +432,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             recent = [(now, ls["received"], ls["updates"])]
         periodic.poll(ls, now)
         row = progress_row(st, periodic.last_return(), now - start, recent[0])
+        row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
         recent.append((now, ls["received"], ls["updates"]))
         while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
             recent.pop(0)

@@ -5,6 +5,12 @@ policy with `act(obs, deterministic=True)`; `evaluate_checkpoint` (`herd evaluat
 whatever herd.export.load_policy reads (runs/JOB, a checkpoint, best_policy.pb, an ONNX,
 TorchScript or safetensors export) and can record the episodes as an mp4 where offscreen
 rendering works.
+
+Beside the return, an env whose step info carries `reward_contact` (Humanoid-v5, Ant-v5: the
+contact forces' penalty, <= 0) gets `mean_contact_cost`: the mean over the episodes of the
+penalty summed over each episode, as a positive number, so mean_return + mean_contact_cost is
+what the same episodes would score without it (Humanoid-v4's returns never charged it: MuJoCo
+>= 2.0 left its contact forces at zero). None for an env without one.
 """
 
 from __future__ import annotations
@@ -39,25 +45,27 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
     env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
     env = make_env(env_cfg)
     policy = as_policy(weights, describe(env))
-    returns, lengths, frames = [], [], 0
+    returns, lengths, costs, frames = [], [], [], 0
     fps = fps or int(env.metadata.get("render_fps") or 30)
     # frames go to the encoder as they are rendered: held in memory, 5 Humanoid episodes took 3.5 GB
     with mp4_writer(video, fps) as writer:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
-            done, total, steps = False, 0.0, 0
+            done, total, steps, cost = False, 0.0, 0, None
             while not done:
                 writer.append_data(env.render())
                 frames += 1
                 action = policy.act(np.asarray(obs, np.float32).ravel()[None], deterministic=True)[0]
-                obs, r, term, trunc, _ = env.step(action)
+                obs, r, term, trunc, info = env.step(action)
                 total += float(r)
                 steps += 1
+                cost = add_contact_cost(cost, info)
                 done = term or trunc
             returns.append(total)
             lengths.append(steps)
+            costs.append(cost)
     env.close()
-    out = summarize(weights, returns, lengths)
+    out = summarize(weights, returns, lengths, costs)
     out["video"] = str(video)
     out["frames"] = frames
     return out
@@ -79,20 +87,30 @@ def side_by_side(envs: list, weights, seed: int) -> dict:
     policy = as_policy(weights, describe(envs[0]))
     episodes = len(envs)
     obs = [np.asarray(env.reset(seed=seed + i)[0], np.float32).ravel() for i, env in enumerate(envs)]
-    returns, lengths = [0.0] * episodes, [0] * episodes
+    returns, lengths, costs = [0.0] * episodes, [0] * episodes, [None] * episodes
     running = list(range(episodes))
     while running:
         actions = policy.act(np.stack([obs[i] for i in running]), deterministic=True)
         still = []
         for i, action in zip(running, actions):
-            o, r, term, trunc, _ = envs[i].step(action)
+            o, r, term, trunc, info = envs[i].step(action)
             returns[i] += float(r)
             lengths[i] += 1
+            costs[i] = add_contact_cost(costs[i], info)
             obs[i] = np.asarray(o, np.float32).ravel()
             if not (term or trunc):
                 still.append(i)
         running = still
-    return summarize(weights, returns, lengths)
+    return summarize(weights, returns, lengths, costs)
+
+
+def add_contact_cost(cost: float | None, info) -> float | None:
+    """The episode's contact cost so far plus this step's (-reward_contact); None while the env
+    has reported none."""
+    step = info.get("reward_contact") if isinstance(info, dict) else None
+    if step is None:
+        return cost
+    return (cost or 0.0) - float(step)
 
 
 def as_policy(weights, d: dict):
@@ -116,7 +134,9 @@ class Evaluator:
         return side_by_side(self.envs, weights, self.seed)
 
 
-def summarize(weights, returns: list[float], lengths: list[int]) -> dict:
+def summarize(weights, returns: list[float], lengths: list[int], costs: list[float | None]) -> dict:
+    """`costs`: each episode's summed contact cost (None: the env reports none)."""
+    known = [c for c in costs if c is not None]
     return {
         "policy_version": weights.version,
         "mean_return": float(np.mean(returns)),
@@ -124,6 +144,7 @@ def summarize(weights, returns: list[float], lengths: list[int]) -> dict:
         "max_return": float(np.max(returns)),
         "mean_length": float(np.mean(lengths)),
         "episodes": len(returns),
+        "mean_contact_cost": float(np.mean(known)) if known else None,
     }
 
 

@@ -1,7 +1,8 @@
 """The driver's deterministic evaluations: one under way at a time, every `eval_every_s` once
 the learner has updated, on an Evaluator actor started at the first update; the best one's
 policy (best_policy.pb) and full state (checkpoint-best/) kept as the run goes; the one under
-way at the stop finished and kept; then the final checkpoint's own evaluation."""
+way at the stop finished and kept; then the final checkpoint's own evaluation. Each record is
+the evaluator's (mean_return, mean_contact_cost, ...) stamped with when its policy was taken."""
 
 from __future__ import annotations
 
@@ -95,6 +96,11 @@ class PeriodicEvals:
 
     def last_return(self) -> float | None:
         return self.evals[-1]["mean_return"] if self.evals else None
+
+    def last_contact_cost(self) -> float | None:
+        """The last evaluation's mean summed contact cost per episode (herd.evaluation), None
+        for an env without one: metrics.csv's eval_contact_cost beside eval_return."""
+        return self.evals[-1].get("mean_contact_cost") if self.evals else None
 
     def _take(self) -> tuple:
         """The policy to evaluate next and whether its full state is saved beside it (CANDIDATE):
