@@ -56,8 +56,10 @@ class EnvActor:
                                   fast=cfg.fast_mujoco)
         d = describe(self.stepper.envs[0])
         self.low, self.high = d["action_low"], d["action_high"]
+        # pixel envs: obs_shape is one camera frame, the policy acts on the last frame_stack
+        self.frame_stack, self.frame_shape = int(d.get("frame_stack", 0)), tuple(d["obs_shape"])
         spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
-                                   self.low, self.high)
+                                   self.low, self.high, frame_stack=self.frame_stack)
         # warm-up actions and the policy's exploration noise, both from the actor's seed
         self.rng = np.random.default_rng(seed)  # (the noise's generator: _import_torch)
         self._policy: MLPPolicy | None = None
@@ -105,7 +107,7 @@ class EnvActor:
 
     def _run(self) -> None:
         try:
-            self._loop()
+            self._loop_pixels() if self.frame_stack else self._loop()
         except BaseException as e:
             self._error = e
             log.exception("actor %s stopped on an error", self.actor_id)
@@ -166,7 +168,7 @@ class EnvActor:
                 self.lengths.append(length)
             self.episodes += len(out.episodes)
             if n + per_step > rows:
-                self._push(buf, n, version)
+                self._push({k: v[:n] for k, v in buf.items()}, version)
                 n = 0
                 t3 = clock()
                 t_push += t3 - t2
@@ -176,12 +178,59 @@ class EnvActor:
             # loop leaves room for a step's worst case (per_step), more than can be pending
             n += acc.flush_all(st.obs, buf, n)
         if n:  # what was stepped before stop still reaches the learner
-            self._push(buf, n, version)
+            self._push({k: v[:n] for k, v in buf.items()}, version)
 
-    def _push(self, buf: dict, n: int, version: int) -> None:
+    def _loop_pixels(self) -> None:
+        """The loop of a pixel env (actors/frames.py): the policy acts on each env's stack of
+        frames; each new frame is numbered and sent once, rows name frames by number."""
+        from herd.actors.frames import FrameRows
+
+        E, st = self.cfg.num_envs, self.stepper
+        a_dim = self.low.shape[0]
+        fr = FrameRows(st.obs, self.frame_shape, self.frame_stack, a_dim,
+                       self.cfg.steps_per_push * E, self.cfg.n_step, self.cfg.gamma)
+        version = 0
+        clock = time.perf_counter
+        wall0, cpu0 = clock(), time.thread_time()
+        t_policy = t_env = t_push = 0.0
+        while self.cfg.wait_for_policy and not self._has_policy.wait(0.1):
+            if self._stop.is_set():
+                return
+        while not self._stop.is_set():
+            policy = self._policy
+            t0 = clock()
+            if self.steps < self.cfg.warmup_steps or policy is None:
+                fr.begin(self.rng.uniform(self.low, self.high, (E, a_dim)))
+                version = 0
+                self.random_steps += E
+            else:
+                fr.begin(policy.act(fr.stacks(), generator=self.noise))
+                version = policy.version
+            t1 = clock()
+            out = st.step(fr.one["action"], fr.next_frames, fr.one["reward"], fr.one["terminated"])
+            t2 = clock()
+            fr.end(st.obs, out.ok, out.done)
+            t_policy += t1 - t0
+            t_env += t2 - t1
+            self.steps += int(out.ok.sum())
+            for ret, length in out.episodes:
+                self.returns.append(ret)
+                self.lengths.append(length)
+            self.episodes += len(out.episodes)
+            if fr.full():
+                self._push(fr.take(), version)
+                t3 = clock()
+                t_push += t3 - t2
+                self._time = {"policy": t_policy, "env": t_env, "push": t_push, "wall": t3 - wall0,
+                              "cpu": time.thread_time() - cpu0, "steps": self.steps}
+        fr.flush()
+        if fr.n:
+            self._push(fr.take(), version)
+
+    def _push(self, arrays: dict, version: int) -> None:
         # push() packs (copies) the rows into the message before returning: no copy here.
         self._lags.append(max(0, self.client.policy_version - version) if version else 0)
-        self.client.push({k: v[:n] for k, v in buf.items()}, version)
+        self.client.push(arrays, version)
 
     # ---- control (Ray calls; concurrent with stepping) ----
     def stats(self) -> dict:

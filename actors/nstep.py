@@ -14,9 +14,11 @@ import numpy as np
 
 
 class NStep:
-    def __init__(self, num_envs: int, obs_dim: int, act_dim: int, n: int, gamma: float):
+    def __init__(self, num_envs: int, obs_dim: int, act_dim: int, n: int, gamma: float,
+                 obs_dtype=np.float32):
+        """`obs_dtype`: int64 when the "obs" of a row is a frame number (pixel envs)."""
         self.n, self.gamma = n, gamma
-        self.obs = np.zeros((n, num_envs, obs_dim), np.float32)
+        self.obs = np.zeros((n, num_envs, obs_dim), obs_dtype)
         self.action = np.zeros((n, num_envs, act_dim), np.float32)
         self.reward = np.zeros((n, num_envs), np.float64)
         self.fill = np.zeros(num_envs, np.int64)  # pending rows per env, oldest first

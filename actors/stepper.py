@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from herd.actors.config import EnvConfig
-from herd.actors.envs import make_env
+from herd.actors.envs import describe, make_env
 from herd.actors.fast_locomotion import FastLocomotion
 
 log = logging.getLogger("herd.actor")
@@ -78,7 +78,8 @@ class StepOut:
 
 
 class VecStepper:
-    """E envs of one EnvConfig; `obs` [E, obs_dim] float32 is what the policy acts on next."""
+    """E envs of one EnvConfig; `obs` [E, obs_dim] is what the policy acts on next (float32;
+    a pixel env's camera frame, flattened uint8)."""
 
     def __init__(self, env_cfg: EnvConfig, num_envs: int, seed: int = 0, threads: int = 1,
                  fast: bool | None = None):
@@ -96,8 +97,10 @@ class VecStepper:
         self._resets = np.zeros(num_envs, np.int64)
         self._ep_ret = np.zeros(num_envs)
         self._ep_len = np.zeros(num_envs, np.int64)
+        # float32 for state envs, uint8 camera frames (flattened) for pixel envs
+        self.obs_dtype = np.dtype(describe(self.envs[0])["obs_dtype"])
         first = [self._reset(i) for i in range(num_envs)]
-        self.obs = np.stack(first).astype(np.float32)
+        self.obs = np.stack(first).astype(self.obs_dtype)
         self.obs_dim = self.obs.shape[1]
         self._chunks = [[int(i) for i in c] for c in np.array_split(np.arange(num_envs), self.threads)]
         if self.threads > 1:
@@ -121,7 +124,7 @@ class VecStepper:
         self._ep_ret[i], self._ep_len[i] = 0.0, 0
         env = self.envs[i].unwrapped if self.fast else self.envs[i]
         obs, _ = env.reset(seed=s)
-        return np.asarray(obs, np.float32).ravel()
+        return np.asarray(obs, self.obs_dtype).ravel()
 
     def _run(self, idx, action, next_obs, reward, terminated, ok, episodes, done) -> None:
         for i in idx:

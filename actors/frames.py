@@ -1,0 +1,134 @@
+"""The frames of E pixel envs stepped in lockstep: stacks to act on, frame numbers, push rows.
+
+herd.proto's contract for pixel envs: every camera frame travels once, numbered 0, 1, 2, ...
+for the life of the actor process, each with the number of its episode's previous frame (-1 at
+an episode's first frame); a row names the newest frame of its obs stack and of its next_obs
+stack. The learner rebuilds the stacks from those links, so what is sent here is enough to
+rebuild exactly the stack the policy acted on: [prev(prev(n)), prev(n), n], an episode's first
+frame repeated where it has fewer.
+
+n-step rows come from actors/nstep.py with frame numbers as their "obs" (one int64 each).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from herd.actors.nstep import NStep
+
+
+class FrameRows:
+    """Stacks, numbering and the push batch of E pixel envs.
+
+    Per vector step: `stacks()` is what the policy acts on; `begin(action)` holds the step's
+    actions; the stepper writes each env's new frame into `next_frames` (its true final frame
+    where the episode ended) and resets envs in `obs` (their first frames); `end(obs, out)`
+    numbers the new frames and writes the step's rows. `full()`: time to push `take()`.
+    """
+
+    def __init__(self, obs: np.ndarray, frame_shape: tuple[int, ...], stack: int, act_dim: int,
+                 rows: int, n_step: int = 1, gamma: float = 0.99):
+        """`obs`: the envs' first frames [E, prod(frame_shape)] uint8; `rows`: push batch rows."""
+        E = len(obs)
+        self.num_envs, self.frame_shape, self.S = E, tuple(frame_shape), stack
+        self.acc = NStep(E, 1, act_dim, n_step, gamma, obs_dtype=np.int64) if n_step > 1 else None
+        self.per_step = self.acc.max_rows_per_step() if self.acc else E
+        self.rows_cap = max(rows, self.per_step)
+        self.rows = _rows(self.rows_cap, act_dim, discount=self.acc is not None)
+        self.one = _rows(E, act_dim)  # this step's one-step rows
+        self.next_frames = np.empty((E, int(np.prod(frame_shape))), np.uint8)
+        # a step brings at most 2 frames per env (its new one and, where it ended, a reset one)
+        self.frames_cap = 2 * self.rows_cap + 2 * E
+        self.frames = np.empty((self.frames_cap, *self.frame_shape), np.uint8)
+        self.frame_prev = np.empty(self.frames_cap, np.int64)
+        self.n = self.nf = 0
+        self.next_number = 0  # the number the next new frame gets
+        self.first = 0  # the number of frames[0]
+        self.cur = np.empty(E, np.int64)  # each env's newest frame
+        self._stack = np.empty((E, stack, *self.frame_shape), np.uint8)
+        self._start(np.arange(E), obs)
+
+    def stacks(self) -> np.ndarray:
+        """[E, S*C, H, W] uint8: each env's last S frames, oldest first, on the channel axis."""
+        E, S, C = self.num_envs, self.S, self.frame_shape[0]
+        return self._stack.reshape(E, S * C, *self.frame_shape[1:])
+
+    def _number(self, envs: np.ndarray, frames: np.ndarray, prev: np.ndarray) -> np.ndarray:
+        """New frames (rows of `frames`, in `envs` order) into the batch; their numbers."""
+        k = len(envs)
+        numbers = self.next_number + np.arange(k)
+        self.frames[self.nf:self.nf + k] = frames.reshape(k, *self.frame_shape)
+        self.frame_prev[self.nf:self.nf + k] = prev
+        self.nf += k
+        self.next_number += k
+        return numbers
+
+    def _start(self, envs: np.ndarray, obs: np.ndarray) -> None:
+        """Episodes start in `envs` from frames obs[envs]: numbered, each stack that frame S times."""
+        if not len(envs):
+            return
+        self.cur[envs] = self._number(envs, obs[envs], np.full(len(envs), -1))
+        self._stack[envs] = obs[envs].reshape(len(envs), 1, *self.frame_shape)
+
+    def begin(self, action: np.ndarray) -> None:
+        self.one["obs"][:, 0] = self.cur
+        self.one["action"][:] = action
+
+    def end(self, obs: np.ndarray, ok: np.ndarray, done: np.ndarray) -> None:
+        """After the stepper's step: `ok` False where an env raised (recreated and reset in
+        obs: no row), `done` where an episode ended (next_frames holds its final frame, obs
+        the next episode's first)."""
+        live = np.flatnonzero(ok)
+        one = self.one
+        one["next_obs"][live, 0] = self._number(live, self.next_frames[live], self.cur[live])
+        going = np.flatnonzero(ok & ~done)
+        self.cur[going] = one["next_obs"][going, 0]
+        self._stack[going, :-1] = self._stack[going, 1:]
+        self._stack[going, -1] = self.next_frames[going].reshape(len(going), *self.frame_shape)
+        self._start(np.flatnonzero(~ok | done), obs)
+        if self.acc:
+            self.n += self.acc.add(one["obs"], one["action"], one["reward"], one["next_obs"],
+                                   one["terminated"], done, ok, self.rows, self.n)
+        else:
+            k = len(live)
+            for name, v in self.rows.items():
+                v[self.n:self.n + k] = one[name][live]
+            self.n += k
+
+    def full(self) -> bool:
+        """The next step might not fit: push now."""
+        return (self.n + self.per_step > self.rows_cap
+                or self.nf + 2 * self.num_envs > self.frames_cap)
+
+    def flush(self) -> None:
+        """At stop: pending n-step rows leave, truncated where the envs stand."""
+        if self.acc:
+            self.n += self.acc.flush_all(self.cur[:, None], self.rows, self.n)
+
+    def take(self) -> dict[str, np.ndarray]:
+        """The push batch's arrays (views: the client packs them before the next step) and a
+        fresh batch begun."""
+        r, n = self.rows, self.n
+        out = {"frames": self.frames[:self.nf], "first_frame": self.first,
+               "frame_prev": self.frame_prev[:self.nf], "obs_frame": r["obs"][:n, 0],
+               "next_frame": r["next_obs"][:n, 0], "action": r["action"][:n],
+               "reward": r["reward"][:n], "terminated": r["terminated"][:n]}
+        if "discount" in r:
+            out["discount"] = r["discount"][:n]
+        self.n = self.nf = 0
+        self.first = self.next_number
+        return out
+
+
+def _rows(n: int, act_dim: int, discount: bool = False) -> dict[str, np.ndarray]:
+    """Row-aligned arrays for n transitions whose obs / next_obs are frame numbers."""
+    out = {
+        "obs": np.empty((n, 1), np.int64),
+        "action": np.empty((n, act_dim), np.float32),
+        "reward": np.empty(n, np.float32),
+        "next_obs": np.empty((n, 1), np.int64),
+        "terminated": np.empty(n, np.uint8),
+    }
+    if discount:
+        out["discount"] = np.empty(n, np.float32)
+    return out
