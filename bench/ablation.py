@@ -49,7 +49,7 @@ def rows(runs: list[dict]) -> list[dict]:
             "min_after_5000": [r.get("min_eval_after_5000") for r in rs],
             # from the evaluations: records written before the key existed have them too
             "dips_after_5000": [dips_after(r.get("evaluations", [])) for r in rs],
-            "updates_per_s": mean(r["updates_per_s"] for r in rs),
+            "updates_per_s": mean_of(r.get("updates_per_s") for r in rs),  # null: a run too short to tell
         })
     return out
 
@@ -65,7 +65,7 @@ def markdown(table: list[dict]) -> str:
         vs = "" if t["vs_full"] is None or t["variant"] == "full" else f"{t['vs_full']:+.0%}"
         lines.append(f"| {t['variant']} | {', '.join(map(str, t['seeds']))} | {each(t['final'])} | "
                      f"{each(t['last3'])} | **{each([t['last3_mean']])}** | {vs} | "
-                     f"{each(t['seconds_to_5000'], '{:.0f}')} | {t['updates_per_s']:,.0f} | "
+                     f"{each(t['seconds_to_5000'], '{:.0f}')} | {each([t['updates_per_s']])} | "
                      f"{each(t['min_after_5000'])} | {' / '.join(d or '–' for d in t['dips_after_5000'])} |")
     return "\n".join(lines)
 

@@ -14,12 +14,30 @@ seed, side by side) to bench/results/humanoid-<machine>.json and a PNG plot of a
 Each record also has the box's speed and load over its batch of jobs (bench/machine_load.py):
 cpu_probe_s just before the submit, and disk_read_mb, io_pressure_s, cpu_pressure_s,
 cpu_steal_s, cpu_throttled_s from the submit to the jobs' end, machine-wide.
+
+The figures of a run's evaluation series (eval_record; seconds count from `herd submit`):
+    seconds_to_5000/6500/10000/11000  the first evaluation at or above it (null: never)
+    best_eval_return, best_eval_at_s  the best evaluation's mean return and when its policy was taken
+    best_eval_contact_cost  that evaluation's mean summed contact cost per episode, positive (the
+                     env's -reward_contact; Humanoid-v4's returns never charged it); null for an
+                     env without one. Every evaluation keeps its own as mean_contact_cost
+    min_eval_after_5000  the lowest evaluation after the first one >= 5,000 (null: never reached,
+                     or that one was the last)
+    updates_per_s    the job's updates/s once the compiled graph took over: the updates made
+                     between consecutive evaluations from the first one taken at or after
+                     startup's first_compiled_update_s (first_update_s where there was no compiled
+                     graph: the CPU, or a graph given up) to the last periodic one, over the
+                     seconds between those two (a learner restart's fall back to its checkpoint's
+                     count adds none); null with fewer than two such evaluations
+    updates_per_s_wall  all the run's updates over its whole wall clock (summary.json's wall_s:
+                     start-up and wind-down included); older records' updates_per_s is this figure
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import re
@@ -58,6 +76,20 @@ def after_first(evals: list[dict], threshold: float) -> list[dict] | None:
 def lowest_after(evals: list[dict], threshold: float) -> float | None:
     """The lowest evaluation after the first one >= threshold (None if never reached or last)."""
     return min((e["mean_return"] for e in after_first(evals, threshold) or []), default=None)
+
+
+def compiled_updates_per_s(evals: list[dict], startup: dict | None) -> float | None:
+    """The job's updates/s once its compiled graph took over (the module docstring's
+    updates_per_s), from its evaluation series."""
+    startup = startup or {}
+    since = startup.get("first_compiled_update_s")
+    if since is None:
+        since = startup.get("first_update_s")
+    later = [e for e in evals if since is not None and e["seconds"] >= since]
+    if len(later) < 2 or later[-1]["seconds"] <= later[0]["seconds"]:
+        return None
+    made = sum(max(0, b["updates"] - a["updates"]) for a, b in itertools.pairwise(later))
+    return made / (later[-1]["seconds"] - later[0]["seconds"])
 
 
 def dips_after(evals: list[dict], threshold: float = 5000, floor: float = 4000) -> str | None:
@@ -176,7 +208,8 @@ def follow_jobs(jobs: list[str], timeout: float) -> None:
 
 
 def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str):
-    """Eval return against seconds since submit (and against env steps where a curve has them)."""
+    """Eval return against seconds since submit (and against env steps where a curve has them);
+    where evaluations carry a contact cost, it too against seconds (dotted, the right axis)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -189,6 +222,8 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str):
     arms = list(dict.fromkeys(arm_of.values()))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     seen: dict[str, int] = {}
+    costs = any(e.get("mean_contact_cost") is not None for _, evals in curves for e in evals)
+    cost_ax = axes[0].twinx() if costs else None
     for label, evals in curves:
         arm = arm_of[label]
         style = dict(color=colors[arms.index(arm) % len(colors)], marker="os^vD"[seen.get(arm, 0) % 5], ms=4,
@@ -197,11 +232,18 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str):
         axes[0].plot([e["seconds"] for e in evals], [e["mean_return"] for e in evals], "-", **style)
         if all("env_steps" in e for e in evals):
             axes[1].plot([e["env_steps"] for e in evals], [e["mean_return"] for e in evals], "-", **style)
+        paid = [e for e in evals if e.get("mean_contact_cost") is not None]
+        if cost_ax is not None and paid:
+            cost_ax.plot([e["seconds"] for e in paid], [e["mean_contact_cost"] for e in paid], ":",
+                         color=style["color"], lw=1, label=f"_{label} contact cost")
     axes[0].set_xlabel("seconds since submit")
+    if cost_ax is not None:
+        cost_ax.set_ylabel("contact cost per episode (dotted)")
+        cost_ax.set_ylim(bottom=0)
     axes[1].set_xlabel("env steps")
     for ax in axes:
-        if "Humanoid" in title:  # the issue's thresholds
-            for y in (5000, 6500, 10000):
+        if "Humanoid" in title:  # the targets' thresholds
+            for y in (5000, 6500, 10000, 11000):
                 ax.axhline(y, color="grey", ls="--", lw=0.8)
         ax.set_ylabel("deterministic eval return")
         ax.grid(alpha=0.3)
@@ -283,8 +325,9 @@ def submit_one(config: str, seed: int, args, sets: list[str] = ()) -> tuple[str,
     return job, t_submit, cfg, cold
 
 
-EVAL_DETAIL = ("min_return", "max_return", "mean_length", "policy_version")
-"""Kept per evaluation beside its mean: a dip where every episode fell reads apart from one fall."""
+EVAL_DETAIL = ("min_return", "max_return", "mean_length", "policy_version", "mean_contact_cost")
+"""Kept per evaluation beside its mean: a dip where every episode fell reads apart from one fall;
+the contact cost, which the return has paid."""
 TRAIN_KEYS = ("train_return", "critic_loss", "actor_loss", "alpha", "entropy", "policy_lag", "updates_per_s")
 """The learner's statistics (metrics.csv) at each evaluation, so a dip's JSON shows what training did."""
 
@@ -314,7 +357,6 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
               "env_steps": e["env_steps"], "updates": e["updates"],
               **{k: e.get(k) for k in EVAL_DETAIL}, **training_at(train, e["time_s"])}
              for e in summary["evaluations"]]
-    hit5, hit65, hit10 = (first_reaching(evals, t) for t in (5000, 6500, 10000))
     startup = summary.get("startup") or {}
     learner_cfg = cfg["learner"]
     record = {
@@ -325,27 +367,47 @@ def record_of(config: str, seed: int, info: dict, job: str, t_submit: float, cfg
                                        "startup_update_gap_s")},
         **{k: learner_cfg["algorithm"].get(k) for k in ALGO_KEYS},
         "batch": learner_cfg["replay"].get("batch_size"), "actors": cfg["actors"]["num_actors"],
-        "seconds_to_5000": hit5 and hit5["seconds"], "env_steps_to_5000": hit5 and hit5["env_steps"],
-        "updates_to_5000": hit5 and hit5["updates"],
-        "seconds_to_6500": hit65 and hit65["seconds"], "env_steps_to_6500": hit65 and hit65["env_steps"],
-        "seconds_to_10000": hit10 and hit10["seconds"], "updates_to_10000": hit10 and hit10["updates"],
-        "min_eval_after_5000": lowest_after(evals, 5000),
-        "dips_after_5000": dips_after(evals),
+        **eval_record(evals, startup),
         "final_eval_return": summary["final_eval"]["mean_return"],
-        "best_eval_return": max((e["mean_return"] for e in evals), default=None),
-        # one evaluation is 5 episodes and swings; the last three say where a short run ended
-        "last3_eval_return": (sum(e["mean_return"] for e in evals[-3:]) / len(evals[-3:])) if evals else None,
+        "final_eval_contact_cost": summary["final_eval"].get("mean_contact_cost"),
         "env_steps": int(summary["learner"]["received"]), "updates": int(summary["learner"]["updates"]),
         "wall_s": summary["wall_s"], "startup": summary.get("startup"), "evaluations": evals,
     }
     record["env_steps_per_s"] = record["env_steps"] / summary["wall_s"]
-    record["updates_per_s"] = record["updates"] / summary["wall_s"]
+    record["updates_per_s_wall"] = record["updates"] / summary["wall_s"]
     record["command"] = "python " + " ".join(sys.argv)
+    rate = record["updates_per_s"]
     console.print(f"{config} seed {seed}: 5000 at {record['seconds_to_5000']} s ({record['updates_to_5000']} "
-                  f"updates); 10000 at {record['seconds_to_10000']} s; lowest after 5000 "
-                  f"{record['min_eval_after_5000']}; best {record['best_eval_return']}; "
-                  f"{record['env_steps_per_s']:.0f} env steps/s, {record['updates_per_s']:.0f} updates/s")
+                  f"updates); 10000 at {record['seconds_to_10000']} s; 11000 at {record['seconds_to_11000']} s; "
+                  f"lowest after 5000 {record['min_eval_after_5000']}; best {record['best_eval_return']} at "
+                  f"{record['best_eval_at_s']} s (contact cost {record['best_eval_contact_cost']}); "
+                  f"{record['env_steps_per_s']:.0f} env steps/s, "
+                  f"{'-' if rate is None else f'{rate:.0f}'} updates/s compiled "
+                  f"({record['updates_per_s_wall']:.0f} over the whole run)")
     return record
+
+
+def eval_record(evals: list[dict], startup: dict | None) -> dict:
+    """A run's figures from its evaluation series (the module docstring says what each is):
+    `evals` as record_of makes them (seconds since submit, mean_return, env_steps, updates,
+    mean_contact_cost), `startup` summary.json's."""
+    # {} where none reached it: its fields read null
+    hit5, hit65, hit10, hit11 = (first_reaching(evals, t) or {} for t in (5000, 6500, 10000, 11000))
+    best = max(evals, key=lambda e: e["mean_return"], default={})
+    return {
+        "seconds_to_5000": hit5.get("seconds"), "env_steps_to_5000": hit5.get("env_steps"),
+        "updates_to_5000": hit5.get("updates"),
+        "seconds_to_6500": hit65.get("seconds"), "env_steps_to_6500": hit65.get("env_steps"),
+        "seconds_to_10000": hit10.get("seconds"), "updates_to_10000": hit10.get("updates"),
+        "seconds_to_11000": hit11.get("seconds"),
+        "min_eval_after_5000": lowest_after(evals, 5000),
+        "dips_after_5000": dips_after(evals),
+        "best_eval_return": best.get("mean_return"), "best_eval_at_s": best.get("seconds"),
+        "best_eval_contact_cost": best.get("mean_contact_cost"),
+        # one evaluation is 5 episodes and swings; the last three say where a short run ended
+        "last3_eval_return": (sum(e["mean_return"] for e in evals[-3:]) / len(evals[-3:])) if evals else None,
+        "updates_per_s": compiled_updates_per_s(evals, startup),
+    }
 
 
 if __name__ == "__main__":
