@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class PixelConfig(BaseModel):
+    """Camera frames as observations (docs/pixels.md): one RGB uint8 frame per step, the actor
+    stacks the last frame_stack of them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    size: int = Field(84, ge=16, le=512)
+    """Width and height of a frame in pixels."""
+    camera: str | int | None = None
+    """The model's camera by name or id (-1: MuJoCo's free camera); unset: the env's own (a
+    DeepMind Control domain's, a gymnasium MujocoEnv's camera_name or default view)."""
+    frame_stack: int = Field(3, ge=1, le=16)
+    """Frames stacked (oldest first, on the channel axis) into one observation."""
+    action_repeat: int = Field(2, ge=1)
+    """Env steps per agent step: the action is repeated, the rewards summed, one frame rendered."""
+    effects: bool = False
+    """Shadows and reflections (about 10x the render cost: bench/results/render-*.json)."""
+    gl: Literal["auto", "egl", "osmesa"] = "auto"
+    """Offscreen OpenGL: auto takes an egl/osmesa MUJOCO_GL already set, else EGL (on the GPU where
+    one shows, Mesa's software EGL elsewhere)."""
 
 
 class EnvConfig(BaseModel):
@@ -13,11 +35,14 @@ class EnvConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    """gymnasium id (e.g. Humanoid-v5) or a name given to ray.tune.registry.register_env."""
+    """gymnasium id (e.g. Humanoid-v5), a DeepMind Control task as dm_control/<domain>-<task>-v0
+    (e.g. dm_control/walker-walk-v0), or a name given to ray.tune.registry.register_env."""
     kwargs: dict[str, Any] = {}
     """Keyword arguments for gymnasium.make, or the env_config dict for a Ray env creator."""
     module: str | None = None
     """Module imported first in every process, e.g. one that calls register_env."""
+    pixels: PixelConfig | None = None
+    """Observe camera frames instead of the state vector (`pixels: {}` for the defaults)."""
 
 
 class ActorConfig(BaseModel):

@@ -1,4 +1,5 @@
-"""Making environments by name, the way gymnasium and RLlib users name them."""
+"""Making environments by name, the way gymnasium and RLlib users name them; DeepMind Control's
+as dm_control/<domain>-<task>-v0 (actors/dmc.py); camera frames with env.pixels (actors/pixels.py)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,23 @@ def make_env(cfg: EnvConfig) -> gym.Env:
             importlib.import_module(cfg.module)
         except ImportError as e:
             raise EnvError(f"env.module {cfg.module!r} cannot be imported: {e}") from None
+    if cfg.pixels is not None:  # MUJOCO_GL and PYOPENGL_PLATFORM before any GL import (dm_control's)
+        from herd.actors import pixels
+
+        try:
+            pixels.select_gl(cfg.pixels.gl)
+        except (ValueError, RuntimeError) as e:
+            raise EnvError(f"{cfg.id}: {e}") from None
     creator = _ray_creator(cfg.id)
     if creator is not None:
         env = creator(dict(cfg.kwargs))
+    elif cfg.id.startswith("dm_control/"):
+        from herd.actors import dmc
+
+        try:
+            env = dmc.make(cfg.id, dict(cfg.kwargs))
+        except ValueError as e:
+            raise EnvError(str(e)) from None
     else:
         try:
             env = gym.make(cfg.id, **cfg.kwargs)
@@ -54,14 +69,27 @@ def make_env(cfg: EnvConfig) -> gym.Env:
         raise EnvError(f"{cfg.id}: Herd needs a Box observation space, got {env.observation_space}")
     if not np.all(np.isfinite(env.action_space.low)) or not np.all(np.isfinite(env.action_space.high)):
         raise EnvError(f"{cfg.id}: the action space must be bounded for a tanh policy")
+    if cfg.pixels is not None:
+        from herd.actors import pixels
+
+        try:
+            env = pixels.PixelEnv(env, cfg.pixels)
+        except (TypeError, ValueError, RuntimeError) as e:
+            env.close()
+            raise EnvError(f"{cfg.id}: {e}") from None
     return env
 
 
 def describe(env: gym.Env) -> dict:
-    """Shapes and bounds of an env, the fields of proto EnvSpec (obs travel as float32)."""
+    """Shapes and bounds of an env, the fields of proto EnvSpec: state obs travel as float32; a
+    pixel env's obs is one uint8 frame [3, H, W] and frame_stack (> 0) says how many are stacked."""
+    pixel_cfg, inner = None, env
+    while pixel_cfg is None and isinstance(inner, gym.Wrapper):  # PixelEnv under other wrappers
+        pixel_cfg, inner = getattr(inner, "pixel_config", None), inner.env
     return {
         "obs_shape": tuple(env.observation_space.shape),
-        "obs_dtype": "float32",
+        "obs_dtype": "uint8" if pixel_cfg else "float32",
+        "frame_stack": pixel_cfg.frame_stack if pixel_cfg else 0,
         "action_shape": tuple(env.action_space.shape),
         "action_low": np.asarray(env.action_space.low, np.float32).ravel(),
         "action_high": np.asarray(env.action_space.high, np.float32).ravel(),

@@ -1,0 +1,185 @@
+"""Camera frames as observations: a MuJoCo env seen through one of its cameras.
+
+`PixelEnv` wraps any env whose `unwrapped` has MuJoCo `model` and `data` (gymnasium's MuJoCo
+envs, a user's own MujocoEnv, actors/dmc.py's DeepMind Control adapter). Its observation is one
+RGB frame, uint8 [3, size, size]; a step repeats the action `action_repeat` times and sums the
+rewards. Frame stacking is the actor's (it keeps frame numbers, PIXELS.md's wire).
+
+All envs of a process render through one OpenGL context (`shared_context()`): separate contexts
+in one process or many contend for the GPU (bench/render.py measures it). MuJoCo picks its GL
+backend from MUJOCO_GL when it is imported, and PyOpenGL from PYOPENGL_PLATFORM, so
+`select_gl` sets both; the context is made from the chosen backend's module directly, so an
+earlier `import mujoco` (gymnasium's envs, the actor's fast path) does not matter.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import sys
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from herd.actors.config import PixelConfig
+
+# Software GL where no GPU shows: Mesa's EGL (llvmpipe) and OSMesa render alike on this code
+# path (bench/results/render-*-x86-64.json); EGL is the one backend for both kinds of node.
+SOFTWARE_GL = "egl"
+_BACKENDS = ("egl", "osmesa")
+
+
+def gpu_present() -> bool:
+    """An NVIDIA device node or a DRM render node: EGL renders on that GPU."""
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/dri/renderD*"))
+
+
+def select_gl(choice: str = "auto") -> str:
+    """The GL backend for this process ("egl" or "osmesa"), written to MUJOCO_GL and
+    PYOPENGL_PLATFORM. "auto" keeps an egl/osmesa MUJOCO_GL already set (an image's choice),
+    else takes egl (on the GPU where one shows, Mesa's software EGL elsewhere)."""
+    if choice == "auto":
+        preset = os.environ.get("MUJOCO_GL", "").lower()
+        choice = preset if preset in _BACKENDS else ("egl" if gpu_present() else SOFTWARE_GL)
+    if choice not in _BACKENDS:
+        raise ValueError(f"env.pixels.gl must be auto, egl or osmesa, not {choice!r}")
+    platform = os.environ.get("PYOPENGL_PLATFORM", "").lower()
+    if "OpenGL.platform" in sys.modules and platform and platform != choice:
+        raise RuntimeError(f"PyOpenGL was already loaded for {platform!r} in this process; "
+                           f"start it with MUJOCO_GL={choice} PYOPENGL_PLATFORM={choice}")
+    os.environ["MUJOCO_GL"] = choice
+    os.environ["PYOPENGL_PLATFORM"] = choice
+    return choice
+
+
+class _Model:
+    """What one model needs in the shared context: its uploaded meshes and textures, a scene."""
+
+    def __init__(self, model: mujoco.MjModel):
+        self.scene = mujoco.MjvScene(model, maxgeom=max(1000, 2 * model.ngeom))
+        self.context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.context)
+        self.max_size = min(model.vis.global_.offwidth, model.vis.global_.offheight)
+
+
+class SharedContext:
+    """One GL context per process; per model signature one MjrContext and one MjvScene, so
+    envs of the same robot share uploads. Rendering is sequential: one env after another."""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        try:
+            self._gl = importlib.import_module(f"mujoco.{backend}").GLContext(64, 64)
+        except Exception as e:  # noqa: BLE001 -- reported with what to install
+            raise RuntimeError(f"no offscreen OpenGL ({backend}): {type(e).__name__}: {e}. On Debian: apt-get "
+                               "install libegl-mesa0 libgl1-mesa-dri libosmesa6 (software GL)") from None
+        self._gl.make_current()
+        self._models: dict[int, _Model] = {}
+        self._option = mujoco.MjvOption()
+        self._perturb = mujoco.MjvPerturb()
+
+    def model(self, model: mujoco.MjModel) -> _Model:
+        entry = self._models.get(model.signature)
+        if entry is None:
+            entry = self._models[model.signature] = _Model(model)
+        return entry
+
+    def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera: mujoco.MjvCamera, effects: bool,
+               rect: mujoco.MjrRect, rgb: np.ndarray) -> None:
+        """Render into rgb ([H, W, 3] uint8, C-contiguous, bottom row first as GL reads it)."""
+        m = self.model(model)
+        mujoco.mjv_updateScene(model, data, self._option, self._perturb, camera, mujoco.mjtCatBit.mjCAT_ALL,
+                               m.scene)
+        m.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = effects
+        m.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = effects
+        mujoco.mjr_render(rect, m.scene, m.context)
+        mujoco.mjr_readPixels(rgb, None, rect, m.context)
+
+
+_SHARED: SharedContext | None = None
+
+
+def shared_context(gl: str = "auto") -> SharedContext:
+    """This process's one GL context (made at the first call, with select_gl(gl))."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = SharedContext(select_gl(gl))
+    return _SHARED
+
+
+def make_camera(env: gym.Env, camera: str | int | None) -> mujoco.MjvCamera:
+    """The camera an env is seen through: `camera` by name or id (-1: MuJoCo's free camera),
+    else the env's own (a DeepMind Control domain's, a MujocoEnv's camera_name/camera_id or its
+    default free-camera settings)."""
+    u = env.unwrapped
+    model = u.model
+    cam = mujoco.MjvCamera()
+    if camera is None:
+        renderer = getattr(u, "mujoco_renderer", None)
+        camera = getattr(u, "render_camera", None)
+        if camera is None and renderer is not None:
+            camera = renderer.camera_id
+    elif isinstance(camera, str):
+        name = camera
+        camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+        if camera < 0:
+            names = [model.camera(i).name for i in range(model.ncam)]
+            raise ValueError(f"env.pixels.camera {name!r}: the model has no such camera; its cameras: {names}")
+    if camera is not None and camera >= 0:
+        if camera >= model.ncam:
+            raise ValueError(f"env.pixels.camera {camera}: the model has {model.ncam} cameras")
+        cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        cam.fixedcamid = camera
+        return cam
+    # gymnasium's free camera: centred on the geoms, backed off by the model's extent, then the
+    # env's default_camera_config on top
+    mujoco.mjv_defaultFreeCamera(model, cam)
+    renderer = getattr(u, "mujoco_renderer", None)
+    for key, value in (getattr(renderer, "default_cam_config", None) or {}).items():
+        if isinstance(value, np.ndarray):
+            getattr(cam, key)[:] = value
+        else:
+            setattr(cam, key, value)
+    return cam
+
+
+class PixelEnv(gym.Wrapper):
+    """One uint8 frame [3, size, size] per step from the env's camera, the action repeated."""
+
+    def __init__(self, env: gym.Env, cfg: PixelConfig):
+        super().__init__(env)
+        u = env.unwrapped
+        if not isinstance(getattr(u, "model", None), mujoco.MjModel) or \
+                not isinstance(getattr(u, "data", None), mujoco.MjData):
+            raise TypeError(f"{type(u).__name__}: pixels need a MuJoCo env (unwrapped.model / .data)")
+        self.pixel_config = cfg
+        self._context = shared_context(cfg.gl)
+        if cfg.size > self._context.model(u.model).max_size:
+            raise ValueError(f"env.pixels.size {cfg.size} exceeds the model's offscreen buffer "
+                             f"(<visual><global offwidth/offheight> in its XML)")
+        self._camera = make_camera(env, cfg.camera)
+        self._rect = mujoco.MjrRect(0, 0, cfg.size, cfg.size)
+        self._rgb = np.empty((cfg.size, cfg.size, 3), np.uint8)  # GL's rows, reused every frame
+        self.observation_space = gym.spaces.Box(0, 255, (3, cfg.size, cfg.size), np.uint8)
+
+    def frame(self) -> np.ndarray:
+        """The camera's view now: a new uint8 array [3, H, W] (rows top first)."""
+        u = self.env.unwrapped
+        self._context.render(u.model, u.data, self._camera, self.pixel_config.effects, self._rect, self._rgb)
+        return np.ascontiguousarray(self._rgb[::-1].transpose(2, 0, 1))
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
+        _, info = self.env.reset(**kwargs)
+        return self.frame(), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        total = 0.0
+        for _ in range(self.pixel_config.action_repeat):
+            _, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return self.frame(), total, terminated, truncated, info
