@@ -1,0 +1,248 @@
+"""Pixel replay on the learner's device: each camera frame stored once, stacks gathered by index.
+
+    frames [Fcap, C, H, W] uint8   every frame once, in arrival order (a ring of slots)
+    gid    [Fcap] int64            the global number of the frame a slot holds (-1: none yet)
+    prev   [Fcap] int64            the global number of the frame before it in its episode (-1: none)
+    refs   [Rcap, 2] int64         each row's obs frame and next frame (global numbers)
+    rest   [Rcap, A + 3] fp32      action | reward | terminated | discount
+
+Frames get global numbers g = 0, 1, 2, ... as they are written; frame g lives in slot g % Fcap
+until frame g + Fcap overwrites it, so "slot g % Fcap still holds g" (gid[g % Fcap] == g) is the
+one exact test of whether a frame is there. A stack follows `prev` S - 1 times; a link that is -1
+(an episode's first frame) or fails that test (the older frame was overwritten, or was never
+known to this learner) stops the walk, and the oldest frame reached is repeated: an episode's
+start is padded as PIXELS.md has it, and an overwritten frame pads as an episode start.
+
+Rows are sampled from a window of the newest rows whose obs frame is still in the ring: the
+frame ring is sized a little above the row ring (`frame_margin`) so that the window is nearly
+the whole row ring. A row inside the window whose obs frame has gone all the same (rows of
+different actors arrive out of frame order) is swapped for the newest row, on the device.
+Sampling reads the window from device tensors (no host sync), so it can be captured in a
+CUDA graph like the state ring (learner/replay.py).
+
+Host side, per actor process ((actor_id, incarnation)), a bounded map frame number -> global
+number: the last `window` numbers of each of the last `max_actors` actors. A row whose obs or
+next frame the map no longer knows (a learner restarted, a frame evicted) cannot be rebuilt and
+is dropped, counted in `rows_unresolved` (received = inserted + rows_unresolved).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+import torch
+
+
+def default_frame_capacity(capacity: int, frame_margin: float = 0.02, window: int = 2048) -> int:
+    return capacity + math.ceil(capacity * frame_margin) + 4 * window
+
+
+def layout_bytes(capacity: int, frame_capacity: int, frame_shape, action_dim: int) -> int:
+    """Device bytes of a FrameReplay of these sizes (what it allocates)."""
+    per_frame = math.prod(frame_shape) + 2 * 8  # pixels, gid, prev
+    per_row = 2 * 8 + 4 * (action_dim + 3)  # refs, rest
+    return frame_capacity * per_frame + capacity * per_row + 2 * 8
+
+
+class ActorFrames:
+    """One actor process's frame numbers -> global numbers, for its last `window` frames."""
+
+    def __init__(self, window: int):
+        self.window = window
+        self.nums = np.full(window, -1, np.int64)
+        self.gids = np.full(window, -1, np.int64)
+
+    def add(self, first: int, gids: np.ndarray) -> None:
+        """Frames `first`, `first` + 1, ... are the global numbers `gids`."""
+        skip = max(0, len(gids) - self.window)  # a batch longer than the window keeps its newest
+        numbers = first + np.arange(skip, len(gids), dtype=np.int64)
+        at = numbers % self.window
+        self.nums[at], self.gids[at] = numbers, gids[skip:]
+
+    def lookup(self, numbers: np.ndarray) -> np.ndarray:
+        """Global numbers of `numbers` (-1 where unknown, and for -1)."""
+        at = numbers % self.window
+        known = (self.nums[at] == numbers) & (numbers >= 0)
+        return np.where(known, self.gids[at], -1)
+
+
+class FrameReplay:
+    """The device frame ring and row ring (one writer: the training thread)."""
+
+    def __init__(self, capacity: int, frame_shape: tuple[int, int, int], frame_stack: int,
+                 action_dim: int, device: torch.device, one_step_discount: float = 0.99,
+                 frame_margin: float = 0.02, window: int = 2048, max_actors: int = 4096,
+                 frame_capacity: int | None = None):
+        """`frame_capacity` (default: `capacity` plus `frame_margin` of it plus 4 `window`s):
+        frames kept; above `capacity` by the frames no row's obs is (each episode's last) and
+        the ones rows still wait for (n-step rows, batches in flight)."""
+        self.capacity = capacity
+        self.frame_capacity = frame_capacity or default_frame_capacity(capacity, frame_margin, window)
+        self.frame_shape, self.stack, self.action_dim = tuple(frame_shape), frame_stack, action_dim
+        self.one_step_discount = float(one_step_discount)
+        self.device = torch.device(device)
+        self.window, self.max_actors = window, max_actors
+        dev = self.device
+        self.frames = torch.zeros(self.frame_capacity, *frame_shape, dtype=torch.uint8, device=dev)
+        self.gid = torch.full((self.frame_capacity,), -1, dtype=torch.int64, device=dev)
+        self.prev = torch.full((self.frame_capacity,), -1, dtype=torch.int64, device=dev)
+        self.refs = torch.zeros(capacity, 2, dtype=torch.int64, device=dev)
+        self.rest = torch.zeros(capacity, action_dim + 3, dtype=torch.float32, device=dev)
+        # [start, count] of the sampling window, read by captured graphs (no .item())
+        self.window_t = torch.zeros(2, dtype=torch.int64, device=dev)
+        self._row_obs = np.full(capacity, -1, np.int64)  # host copy of refs[:, 0], for the window
+        self._actors: collections.OrderedDict[tuple, ActorFrames] = collections.OrderedDict()
+        self.written = 0  # frames written: the next global number
+        self.pos = self.inserted = 0
+        self.size = 0  # rows in the sampling window (the newest rows whose obs frame is there)
+        self.rows_unresolved = 0
+        self.frames_received = 0  # counted by `pack`, on the ingest thread
+        self._cuda = dev.type == "cuda"
+
+    # ---- memory ----
+    @property
+    def frame_bytes(self) -> int:
+        return math.prod(self.frame_shape)
+
+    @property
+    def nbytes(self) -> int:
+        return layout_bytes(self.capacity, self.frame_capacity, self.frame_shape, self.action_dim)
+
+    @property
+    def bytes_per_transition(self) -> float:
+        """Device bytes per row of capacity, frames (and their margin) included."""
+        return self.nbytes / self.capacity
+
+    @property
+    def naive_bytes_per_transition(self) -> int:
+        """The usual layout's: obs and next_obs stacks stored whole in every row."""
+        return 2 * self.stack * self.frame_bytes + 4 * (self.action_dim + 3)
+
+    # ---- ingest side ----
+    def pack(self, arrays: dict) -> dict:
+        """What ingest stages for the training thread: the validated arrays as they are."""
+        self.frames_received += len(arrays["frame_prev"])
+        return arrays
+
+    def _actor(self, key: tuple) -> ActorFrames:
+        frames = self._actors.get(key)
+        if frames is None:
+            frames = self._actors[key] = ActorFrames(self.window)
+            while len(self._actors) > self.max_actors:
+                self._actors.popitem(last=False)
+        else:
+            self._actors.move_to_end(key)
+        return frames
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        if not self._cuda:
+            return t
+        return t.pin_memory().to(self.device, non_blocking=True)
+
+    # ---- writing (the training thread, on the update stream: replays see whole batches) ----
+    def insert(self, arrays: dict) -> int:
+        """One validated pixel batch (learner/validate.py) into the rings; returns rows kept."""
+        key = (str(arrays["actor_id"]), int(arrays["incarnation"]))
+        actor = self._actor(key)
+        first, n_frames = int(arrays["first_frame"]), len(arrays["frame_prev"])
+        new = self.written + np.arange(n_frames, dtype=np.int64)
+        actor.add(first, new)
+        prev = actor.lookup(np.asarray(arrays["frame_prev"], np.int64))
+        self._write_frames(arrays["frames"], new, prev)
+        self.written += n_frames
+        obs = actor.lookup(np.asarray(arrays["obs_frame"], np.int64))
+        nxt = actor.lookup(np.asarray(arrays["next_frame"], np.int64))
+        keep = (obs >= 0) & (nxt >= 0) & (obs >= self.written - self.frame_capacity)
+        n = int(keep.sum())
+        self.rows_unresolved += len(keep) - n
+        if n:
+            self._write_rows(arrays, keep, obs[keep], nxt[keep])
+        self._shrink_window()
+        return n
+
+    def _write_frames(self, frames: np.ndarray, new: np.ndarray, prev: np.ndarray) -> None:
+        k = min(len(new), self.frame_capacity)  # a batch longer than the ring keeps its newest
+        if not k:
+            return
+        frames, new, prev = frames[-k:], new[-k:], prev[-k:]
+        meta = torch.from_numpy(np.stack([new % self.frame_capacity, new, prev]))
+        pixels = torch.from_numpy(np.array(frames, copy=True))  # off the message's read-only bytes
+        meta, pixels = self._to_device(meta), self._to_device(pixels)
+        self.frames.index_copy_(0, meta[0], pixels)
+        self.gid.index_copy_(0, meta[0], meta[1])
+        self.prev.index_copy_(0, meta[0], meta[2])
+
+    def _write_rows(self, arrays: dict, keep: np.ndarray, obs: np.ndarray, nxt: np.ndarray) -> None:
+        n = len(obs)
+        if n > self.capacity:
+            keep_tail = slice(n - self.capacity, None)
+            obs, nxt = obs[keep_tail], nxt[keep_tail]
+            keep = np.flatnonzero(keep)[keep_tail]
+            self.inserted += n - self.capacity
+            n = self.capacity
+        a = self.action_dim
+        rest = np.empty((n, a + 3), np.float32)
+        rest[:, :a] = np.asarray(arrays["action"], np.float32).reshape(-1, a)[keep]
+        rest[:, a] = np.asarray(arrays["reward"])[keep]
+        rest[:, a + 1] = np.asarray(arrays["terminated"])[keep]
+        discount = arrays.get("discount")
+        rest[:, a + 2] = self.one_step_discount if discount is None else np.asarray(discount)[keep]
+        rows = (self.pos + np.arange(n)) % self.capacity
+        refs = np.stack([rows, obs, nxt], axis=1)
+        refs_t, rest_t = self._to_device(torch.from_numpy(refs)), self._to_device(torch.from_numpy(rest))
+        self.refs.index_copy_(0, refs_t[:, 0], refs_t[:, 1:])
+        self.rest.index_copy_(0, refs_t[:, 0], rest_t)
+        self._row_obs[rows] = obs
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        self.inserted += n
+
+    def _shrink_window(self) -> None:
+        """Drop the oldest rows whose obs frame was overwritten from the sampling window."""
+        count = self.size
+        oldest_alive = self.written - self.frame_capacity
+        while count:
+            start = (self.pos - count) % self.capacity
+            idx = (start + np.arange(min(count, 4096))) % self.capacity
+            dead = self._row_obs[idx] < oldest_alive
+            lead = len(dead) if dead.all() else int(np.argmin(dead))
+            count -= lead
+            if lead < len(dead):
+                break
+        self.size = count
+        window = torch.tensor([(self.pos - count) % self.capacity, count])
+        self.window_t.copy_(self._to_device(window), non_blocking=True)
+
+    # ---- sampling (graph-safe: fixed shapes, no host reads) ----
+    def sample_indices(self, batch_size: int) -> torch.Tensor:
+        start, count = self.window_t[0], self.window_t[1]
+        u = torch.rand(batch_size, device=self.device)
+        idx = (start + (u * count).long().clamp_(max=self.capacity - 1)) % self.capacity
+        newest = (start + count - 1).clamp_(min=0) % self.capacity
+        g = self.refs[idx, 0]
+        alive = self.gid[g % self.frame_capacity] == g
+        return torch.where(alive, idx, newest)
+
+    def stacks(self, g: torch.Tensor) -> torch.Tensor:
+        """Global numbers [..., S] of the stacks whose newest frames are `g` [...], oldest first."""
+        chain, cur = [g], g
+        for _ in range(self.stack - 1):
+            p = self.prev[cur % self.frame_capacity]
+            ok = (p >= 0) & (self.gid[p.clamp(min=0) % self.frame_capacity] == p)
+            cur = torch.where(ok, p, cur)
+            chain.append(cur)
+        return torch.stack(chain[::-1], dim=-1)
+
+    def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rows at `idx`: obs and next_obs [B, S*C, H, W] uint8 (one gather), the rest fp32."""
+        b, (c, h, w), a = idx.shape[0], self.frame_shape, self.action_dim
+        slots = self.stacks(self.refs[idx]) % self.frame_capacity  # [B, 2, S]
+        pix = self.frames.index_select(0, slots.reshape(-1)).view(b, 2, self.stack * c, h, w)
+        rest = self.rest.index_select(0, idx)
+        return {"obs": pix[:, 0], "next_obs": pix[:, 1], "action": rest[:, :a],
+                "reward": rest[:, a], "terminated": rest[:, a + 1], "discount": rest[:, a + 2]}
+
+    def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
+        return self.gather(self.sample_indices(batch_size))
