@@ -17,10 +17,15 @@ RESULTS = ROOT / "bench" / "results"
 # a file; the order is the page's order.
 KINDS = [
     (r"humanoid-final-fast-", "Humanoid-v5 from `herd submit`: `configs/humanoid.yaml`",
-     "Cold runs of the committed config (compile caches empty), seconds from `herd submit`.",
+     ("Cold runs of the committed config (compile caches empty), seconds from `herd submit`. "
+      "best_eval_contact_cost and final_eval_contact_cost: the evaluation's mean summed contact "
+      "cost per episode, which its return has paid (Humanoid-v4's returns never charged it); "
+      "updates_per_s counts from the compiled graph's first update, updates_per_s_wall over the "
+      "whole run (`bench/humanoid.py` says how)."),
      ["seed", "first_update_s", "actors_ready_s", "first_compiled_update_s", "seconds_to_5000",
-      "updates_to_5000", "seconds_to_10000", "min_eval_after_5000", "best_eval_return",
-      "final_eval_return", "updates_per_s", "env_steps_per_s"]),
+      "updates_to_5000", "seconds_to_10000", "seconds_to_11000", "min_eval_after_5000", "best_eval_return",
+      "best_eval_at_s", "best_eval_contact_cost", "final_eval_return", "final_eval_contact_cost",
+      "updates_per_s", "updates_per_s_wall", "env_steps_per_s"]),
     (r"startup-", "Start-up",
      "Seconds from `herd submit` to each milestone of a job (`bench/startup.py`).",
      ["arm", "job_index", "cold", "preload", "driver_ready_s", "learner_listening_s", "actors_ready_s", "first_update_s",
@@ -53,13 +58,14 @@ KINDS = [
      ("Evaluation return against wall-clock from `herd submit` (`bench/humanoid.py`); RLlib's SAC "
       "(`bench/rllib_baseline.py`) as a yardstick."),
      ["variant", "env", "seed", "framework", "actors", "first_update_s", "seconds_to_5000", "updates_to_5000",
-      "seconds_to_10000", "best_eval_return", "final_eval_return", "updates_per_s", "env_steps_per_s"]),
+      "seconds_to_10000", "seconds_to_11000", "best_eval_return", "best_eval_contact_cost", "final_eval_return",
+      "updates_per_s", "updates_per_s_wall", "env_steps_per_s"]),
     (r"ablation-|dips-|support-|sweep-", "Learner variants side by side",
      ("Several jobs on one machine at once, each a variant of the config or a point of a grid "
       "(`bench/humanoid.py --arm/--ablate`, `herd tune`)."),
      ["variant", "seed", "parallel", "batch", "replay_ratio", "learner.batch_size", "learner.replay_ratio",
-      "seconds_to_5000", "updates_to_5000", "best_eval_return", "final_eval_return", "eval_return",
-      "updates_per_s"]),
+      "seconds_to_5000", "updates_to_5000", "best_eval_return", "best_eval_contact_cost", "final_eval_return",
+      "eval_return", "updates_per_s", "updates_per_s_wall"]),
     (r"compile-profile-", "The update's compile",
      "The compiled update's cold and warm compile alone (`bench/compile_profile.py`).",
      ["arm", "cold", "device", "batch", "updates_per_call", "import_torch_s", "build_s", "prepare_s", "frames"]),
@@ -116,7 +122,15 @@ def cell(v) -> str:
 
 def value(r: dict, key: str):
     """A flat field, or the same name inside the record's start-up timeline (older records)."""
+    if key in ("updates_per_s", "updates_per_s_wall") and whole_run_rate(r):
+        return r["updates_per_s"] if key == "updates_per_s_wall" else None
     return r[key] if key in r else (r.get("startup") or {}).get(key)
+
+
+def whole_run_rate(r: dict) -> bool:
+    """A learning-curve record (bench/humanoid.py's) from before updates_per_s counted from the
+    compiled graph's first update: its updates_per_s is the whole run's, updates_per_s_wall's."""
+    return "evaluations" in r and "updates_per_s" in r and "updates_per_s_wall" not in r
 
 
 def machine(r: dict) -> str:
