@@ -132,3 +132,25 @@ def _rows(n: int, act_dim: int, discount: bool = False) -> dict[str, np.ndarray]
     if discount:
         out["discount"] = np.empty(n, np.float32)
     return out
+
+
+class FrameStack:
+    """One env's last S frames as the policy reads them, [S*C, H, W] (evaluation, a user's own
+    loop): `reset(frame)` at an episode's first frame, `push(frame)` after each step."""
+
+    def __init__(self, stack: int):
+        self.S = stack
+        self._frames: np.ndarray | None = None
+
+    def reset(self, frame) -> np.ndarray:
+        frame = np.asarray(frame, np.uint8)
+        self._frames = np.repeat(frame[None], self.S, axis=0)
+        return self.stacked()
+
+    def push(self, frame) -> np.ndarray:
+        self._frames = np.concatenate([self._frames[1:], np.asarray(frame, np.uint8)[None]])
+        return self.stacked()
+
+    def stacked(self) -> np.ndarray:
+        S, C, *hw = self._frames.shape
+        return self._frames.reshape(S * C, *hw)

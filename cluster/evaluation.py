@@ -38,10 +38,13 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
              fps: int | None = None) -> dict:
     """Mean/min/max return and mean length of `episodes` deterministic episodes.
 
-    With `video`, the episodes are rendered offscreen and written there as one mp4.
+    With `video`, the episodes are rendered offscreen and written there as one mp4 (a pixel
+    env's: the camera frames the policy acts on).
     """
     if not video:
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
+    if is_pixel_env(env_cfg):
+        return _evaluate_camera_video(env_cfg, weights, episodes, seed, video, fps)
     env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
     env = make_env(env_cfg)
     policy = as_policy(weights, describe(env))
@@ -71,6 +74,54 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
     return out
 
 
+def is_pixel_env(env_cfg: EnvConfig) -> bool:
+    return getattr(env_cfg, "pixels", None) is not None
+
+
+VIDEO_MIN_SIDE = 256
+"""Camera frames (84x84) are scaled up by whole pixels to at least this for watching."""
+
+
+def _evaluate_camera_video(env_cfg: EnvConfig, weights, episodes: int, seed: int, video: str,
+                           fps: int | None) -> dict:
+    """A pixel env's episodes one after the other, its camera frames (the newest of each stack
+    the policy acts on) written to `video`."""
+    from herd.actors.frames import FrameStack
+
+    env = make_env(env_cfg)
+    d = describe(env)
+    policy = as_policy(weights, d)
+    stack = FrameStack(int(d["frame_stack"]))
+    returns, lengths, costs, frames = [], [], [], 0
+    scale = max(1, -(-VIDEO_MIN_SIDE // min(d["obs_shape"][1:])))
+    fps = fps or int(env.metadata.get("render_fps") or 30)
+
+    def write(writer, frame):
+        writer.append_data(np.asarray(frame).transpose(1, 2, 0).repeat(scale, 0).repeat(scale, 1))
+
+    with mp4_writer(video, fps) as writer:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed + ep)
+            x = stack.reset(obs)
+            done, total, steps, cost = False, 0.0, 0, None
+            while not done:
+                write(writer, obs)
+                frames += 1
+                obs, r, term, trunc, info = env.step(policy.act(x[None], deterministic=True)[0])
+                x = stack.push(obs)
+                total += float(r)
+                steps += 1
+                cost = add_contact_cost(cost, info)
+                done = term or trunc
+            write(writer, obs)  # the episode's last frame
+            frames += 1
+            returns.append(total)
+            lengths.append(steps)
+            costs.append(cost)
+    env.close()
+    return {**summarize(weights, returns, lengths, costs), "video": str(video), "frames": frames}
+
+
 def _evaluate_side_by_side(env_cfg: EnvConfig, weights, episodes: int, seed: int) -> dict:
     envs = [make_env(env_cfg) for _ in range(episodes)]
     try:
@@ -84,9 +135,11 @@ def side_by_side(envs: list, weights, seed: int) -> dict:
     """One deterministic episode per env, all at once (env i reset with seed + i), one policy
     call per step for the envs still running: the evaluation takes as long as its longest
     episode, which keeps the driver's evaluations close together on a busy machine."""
-    policy = as_policy(weights, describe(envs[0]))
+    d = describe(envs[0])
+    policy = as_policy(weights, d)
     episodes = len(envs)
-    obs = [np.asarray(env.reset(seed=seed + i)[0], np.float32).ravel() for i, env in enumerate(envs)]
+    see = _Observations(int(d.get("frame_stack", 0)), episodes)
+    obs = [see.first(i, env.reset(seed=seed + i)[0]) for i, env in enumerate(envs)]
     returns, lengths, costs = [0.0] * episodes, [0] * episodes, [None] * episodes
     running = list(range(episodes))
     while running:
@@ -97,11 +150,27 @@ def side_by_side(envs: list, weights, seed: int) -> dict:
             returns[i] += float(r)
             lengths[i] += 1
             costs[i] = add_contact_cost(costs[i], info)
-            obs[i] = np.asarray(o, np.float32).ravel()
+            obs[i] = see.next(i, o)
             if not (term or trunc):
                 still.append(i)
         running = still
     return summarize(weights, returns, lengths, costs)
+
+
+class _Observations:
+    """What the policy reads of each env's observations: flat float32 states, or (frame_stack
+    > 0) the stack of a pixel env's last frames."""
+
+    def __init__(self, frame_stack: int, envs: int):
+        from herd.actors.frames import FrameStack
+
+        self.stacks = [FrameStack(frame_stack) for _ in range(envs)] if frame_stack else None
+
+    def first(self, i: int, o) -> np.ndarray:
+        return self.stacks[i].reset(o) if self.stacks else np.asarray(o, np.float32).ravel()
+
+    def next(self, i: int, o) -> np.ndarray:
+        return self.stacks[i].push(o) if self.stacks else np.asarray(o, np.float32).ravel()
 
 
 def add_contact_cost(cost: float | None, info) -> float | None:
@@ -161,6 +230,8 @@ def mp4_writer(path: str, fps: int):
 
 def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
     """RenderUnavailable with the reason when this process cannot render offscreen."""
+    if is_pixel_env(env_cfg):  # the env renders its own observations (its GL chosen by make_env)
+        return _check_camera(env_cfg)
     gl = os.environ.get("MUJOCO_GL")
     if gl not in ("egl", "osmesa"):
         raise RenderUnavailable(f"MUJOCO_GL is {gl!r}; set MUJOCO_GL=egl (GPU or Mesa EGL) or "
@@ -176,6 +247,20 @@ def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
                                 f"{type(e).__name__}: {e}") from None
     if frame is None or np.asarray(frame).ndim != 3:
         raise RenderUnavailable(f"MUJOCO_GL={gl}: the env rendered no frame")
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        raise RenderUnavailable("no mp4 encoder: `pip install imageio-ffmpeg`") from None
+
+
+def _check_camera(env_cfg: EnvConfig) -> None:
+    try:
+        env = make_env(env_cfg)
+        env.reset(seed=0)
+        env.close()
+    except Exception as e:  # noqa: BLE001 -- any GL failure means the same to the user
+        raise RenderUnavailable(f"the camera of {env_cfg.id} renders no frame here: "
+                                f"{type(e).__name__}: {e}") from None
     try:
         import imageio_ffmpeg  # noqa: F401
     except ImportError:

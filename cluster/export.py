@@ -41,22 +41,31 @@ def sidecar(path: Path) -> Path:
 class Policy:
     """A trained policy: `act(obs, deterministic=True)` takes one observation [obs_dim] or a
     batch [N, obs_dim] and returns actions in the env's bounds. `meta` says where it came from
-    (env, dims, bounds, version); `env` is the EnvConfig to make its env with."""
+    (env, dims, bounds, version); `env` is the EnvConfig to make its env with. A pixel policy
+    (`frame_stack` > 0) takes the stack of an episode's last frames, uint8 [S*C, H, W] (see
+    herd.actors.frames.FrameStack), or a batch of them [N, S*C, H, W]."""
 
     def __init__(self, meta: dict, seed: int | None = None):
         self.meta = meta
         self.env = EnvConfig(**meta["env"])
         self.version = int(meta.get("version", 0))
         self.obs_dim, self.action_dim = int(meta["obs_dim"]), int(meta["action_dim"])
+        self.frame_stack = int(meta.get("frame_stack", 0))
+        self.obs_shape = tuple(meta.get("obs_shape") or (self.obs_dim,))
         self.low = np.asarray(meta["action_low"], np.float32)
         self.high = np.asarray(meta["action_high"], np.float32)
         self.log_std_range = (meta["log_std_min"], meta["log_std_max"])
         self._rng = np.random.default_rng(seed)
 
     def act(self, obs, deterministic: bool = True) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
-        one = obs.ndim == 1
-        batch = obs.reshape(1, -1) if one else obs.reshape(obs.shape[0], -1)
+        if self.frame_stack:
+            obs = np.asarray(obs, np.uint8)
+            one = obs.ndim == len(self.obs_shape)
+            batch = obs.reshape(-1, *self.obs_shape)
+        else:
+            obs = np.asarray(obs, np.float32)
+            one = obs.ndim == 1
+            batch = obs.reshape(1, -1) if one else obs.reshape(obs.shape[0], -1)
         out = self._act(batch, deterministic)
         return out[0] if one else out
 
@@ -210,7 +219,7 @@ def weights_from_safetensors(path: Path, meta: dict):
     if meta.get("obs_mean") is not None:
         norm = dict(obs_mean=meta["obs_mean"], obs_std=meta["obs_std"], obs_clip=meta["obs_clip"])
     return codec.pack_weights(ordered, meta["version"], meta["log_std_min"], meta["log_std_max"],
-                              arch=meta["arch"], **norm)
+                              arch=meta["arch"], conv_strides=meta.get("conv_strides", ()), **norm)
 
 
 def weights_meta(weights, env_cfg: EnvConfig, source: str, code: list[str] = ()) -> dict:
@@ -228,9 +237,16 @@ def weights_meta(weights, env_cfg: EnvConfig, source: str, code: list[str] = ())
     norm = ({"obs_mean": list(weights.obs_mean), "obs_std": list(weights.obs_std),
              "obs_clip": weights.obs_clip} if len(weights.obs_mean) else
             {"obs_mean": None, "obs_std": None, "obs_clip": 0.0})
+    stack = int(d.get("frame_stack", 0))
+    # a pixel policy reads S frames stacked on the channel axis: [S*C, H, W] uint8
+    shape = [stack * d["obs_shape"][0], *d["obs_shape"][1:]] if stack else [int(np.prod(d["obs_shape"]))]
     return {
         "env": env_cfg.model_dump(mode="json"),
-        "obs_dim": int(np.prod(d["obs_shape"])),
+        "obs_dim": int(np.prod(shape)),
+        "obs_shape": shape,
+        "obs_dtype": "uint8" if stack else "float32",
+        "frame_stack": stack,
+        "conv_strides": list(weights.conv_strides),
         "action_dim": int(np.prod(d["action_shape"])),
         "action_low": d["action_low"].tolist(),
         "action_high": d["action_high"].tolist(),
@@ -257,7 +273,8 @@ def herd_version() -> str:
 
 # ---- writing ----
 def export_module(policy: WeightsPolicy):
-    """obs [N, obs_dim] float32 -> (action, mean, log_std) as a torch module (traceable)."""
+    """obs [N, obs_dim] float32 (a pixel policy: [N, S*C, H, W] uint8) -> (action, mean,
+    log_std) as a torch module (traceable)."""
     import torch
 
     class Exported(torch.nn.Module):
@@ -295,7 +312,8 @@ def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, bes
     text = json.dumps(meta, indent=1)
     import torch
 
-    example = torch.zeros(2, policy.obs_dim)
+    example = (torch.zeros(2, *policy.obs_shape, dtype=torch.uint8) if policy.frame_stack
+               else torch.zeros(2, policy.obs_dim))
     if fmt == "safetensors":
         try:
             from safetensors.numpy import save_file

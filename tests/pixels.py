@@ -1,0 +1,22 @@
+"""Conv policies for the pixel tests: PolicyWeights tensors in herd.proto's "conv" layout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def conv_weights(rng, in_ch, size, channels=(8, 8), strides=(2, 1), feature=16, hidden=32, act=2):
+    """Tensors of a small conv policy for [in_ch, size, size] input, in the contract's names."""
+    t, c, h = {}, in_ch, size
+    for i, (out, s) in enumerate(zip(channels, strides)):
+        t[f"conv{i}.weight"] = rng.normal(0, 0.3, (out, c, 3, 3)).astype(np.float32)
+        t[f"conv{i}.bias"] = rng.normal(0, 0.1, out).astype(np.float32)
+        c, h = out, (h - 3) // s + 1
+    t["trunk.weight"] = rng.normal(0, 0.05, (feature, c * h * h)).astype(np.float32)
+    t["trunk.bias"] = rng.normal(0, 0.1, feature).astype(np.float32)
+    t["trunk_norm.weight"] = rng.normal(1, 0.1, feature).astype(np.float32)
+    t["trunk_norm.bias"] = rng.normal(0, 0.1, feature).astype(np.float32)
+    for i, (a, b) in enumerate([(feature, hidden), (hidden, hidden), (hidden, 2 * act)]):
+        t[f"fc{i}.weight"] = rng.normal(0, 0.3, (b, a)).astype(np.float32)
+        t[f"fc{i}.bias"] = rng.normal(0, 0.1, b).astype(np.float32)
+    return t
