@@ -1,6 +1,6 @@
 """Evaluations report Humanoid-v5's contact cost beside the return: the evaluator's episodes on a
 real MuJoCo env against a plain gymnasium loop, `herd evaluate`'s output, the periodic
-evaluations' figure for metrics.csv and the column it lands in."""
+evaluations' figure for metrics.csv and the column it lands in, and a real job's records."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import yaml
 
 from bench.actors import random_policy_weights
 from herd.actors.config import EnvConfig
-from tests.jobs import ROOT
+from tests.jobs import ROOT, SMALL, submit, wait_for
 
 # short episodes: a random policy's Humanoid falls (and touches the floor) within a few dozen steps
 HUMANOID = EnvConfig(id="Humanoid-v5", kwargs={"max_episode_steps": 40})
@@ -106,3 +106,23 @@ def test_the_periodic_evaluations_last_contact_cost_goes_to_metrics_csv(tmp_path
     with open(tmp_path / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["eval_contact_cost"] for r in rows] == ["2.25", ""]
+
+
+@pytest.mark.cluster
+def test_a_humanoid_jobs_evaluations_and_metrics_carry_the_contact_cost(ray_cluster, tmp_path):
+    cfg = {**SMALL, "env": HUMANOID.model_dump(mode="json"),
+           "run": {**SMALL["run"], "name": "contact", "max_seconds": 25, "eval_every_s": 3, "eval_episodes": 2}}
+    job = submit(cfg, tmp_path)
+    summary_path = tmp_path / "runs" / job / "summary.json"
+    wait_for(summary_path.exists, 240, "the job's summary.json")
+    summary = json.loads(summary_path.read_text())
+    evals = summary["evaluations"]
+    assert evals and all(e["mean_contact_cost"] > 0 for e in evals), evals
+    assert summary["final_eval"]["mean_contact_cost"] > 0
+    assert summary["best_eval"]["mean_contact_cost"] > 0
+    with open(tmp_path / "runs" / job / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    logged = [float(r["eval_contact_cost"]) for r in rows if r["eval_contact_cost"]]
+    # each row carries the last evaluation finished by then: the costs logged are the evaluations'
+    assert logged and set(logged) <= {e["mean_contact_cost"] for e in evals}
+    assert all(r["eval_return"] for r in rows if r["eval_contact_cost"])
