@@ -46,5 +46,10 @@ class ReplayTable:
             self._writer = RingWriter(self.ring, chunk_rows=self.chunk_rows)
         return self._writer.write(blocks)
 
+    def settle(self) -> None:
+        """The last insert's blocks may be handed back: their copies are done (RingWriter.settle)."""
+        if self._writer is not None:
+            self._writer.settle()
+
     def limits(self, updates: int) -> tuple[bool, bool]:
         return self.limiter.allows(self.ring, updates)

@@ -66,7 +66,9 @@ class Trainer:
         self._thread.start()
 
     def _insert_pending(self, block: bool) -> None:
-        """Staged blocks -> ring, on the ingest stream (learner/ingest_stream)."""
+        """Staged blocks -> ring, on the ingest stream (learner/ingest_stream). take() hands the
+        previous take's blocks back to ingest: their copies must be done (settle)."""
+        self.table.settle()
         blocks = self.take(64, 0.05 if block else 0.0)
         if blocks:
             with self.model_lock:
@@ -126,6 +128,10 @@ class Trainer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
-        while blocks := self.take(64, 0.0):
+        while True:
+            self.table.settle()
+            blocks = self.take(64, 0.0)
+            if not blocks:
+                break
             with self.model_lock:
                 self.table.insert(blocks)
