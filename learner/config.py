@@ -4,6 +4,7 @@
 component only its own part:
 
     algorithm  the SAC update's math: networks, losses, normalization, optimizers (learner/sac.py)
+    encoder    pixel envs: the conv encoder, augmentation, the pixel SAC's steps (learner/pixel_sac.py)
     replay     the ring and its rate limiter (learner/replay.py, learner/replay_table.py)
     compute    where and how the update runs: device, AMP, CUDA graph, compile (learner/graphed.py)
     server     the gRPC ingest and weights port (learner/server.py, learner/ingest*.py)
@@ -103,6 +104,37 @@ class AlgorithmConfig(_Section):
         if self.critic_loss == "c51" and not self.v_min < self.v_max:
             raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
         return self
+
+
+class EncoderConfig(_Section):
+    """Pixel envs (EnvSpec.frame_stack > 0): the conv encoder, its augmentation and the pixel SAC's
+    step sizes (learner/encoder.py, learner/pixel_sac.py). Defaults: DrQ-v2's encoder (4 conv
+    3x3, 32 channels, the first of stride 2; trunk Linear -> LayerNorm -> tanh, 50 features;
+    random shifts of 4 pixels) and its batch of 256; DrQ's SAC settings (learning rate 1e-3,
+    initial temperature 0.1, target steps 0.01 for the critics and 0.05 for the encoder);
+    hidden layers of 1024 as both. Unused by state envs."""
+
+    feature_dim: int = Field(50, ge=1)
+    """Width of the trunk's output (Linear -> LayerNorm -> tanh) the actor and critics read."""
+    channels: int = Field(32, ge=1)
+    """Channels of every conv layer."""
+    layers: int = Field(4, ge=1)
+    """Conv layers, 3x3, the first of stride 2, the others of stride 1, ReLU after each."""
+    augment_pad: int = Field(4, ge=0)
+    """Random shift: pad by this many pixels (edge replicated), crop back at a random offset
+    per sample, on the device; 0: no augmentation."""
+    pixel_hidden_sizes: tuple[int, ...] = (1024, 1024)
+    """Hidden layers of the actor's and the critics' MLPs behind their trunks."""
+    pixel_lr: float = Field(1e-3, gt=0)
+    """Adam step size of the encoder, critics, actor and temperature."""
+    pixel_batch_size: int = Field(256, ge=2)
+    """Transitions (stacked frame pairs) sampled per update."""
+    pixel_tau: float = Field(0.01, gt=0, le=1)
+    """Polyak step of the target critics' trunk and heads."""
+    encoder_tau: float = Field(0.05, gt=0, le=1)
+    """Polyak step of the target encoder."""
+    pixel_init_alpha: float = Field(0.1, gt=0)
+    """Temperature at the start."""
 
 
 class ReplayConfig(_Section):
@@ -315,6 +347,8 @@ class LearnerConfig(_Section):
 
     algorithm: AlgorithmConfig = AlgorithmConfig()
     """The SAC update's math."""
+    encoder: EncoderConfig = EncoderConfig()
+    """Pixel envs: the conv encoder and the pixel SAC's own settings."""
     replay: ReplayConfig = ReplayConfig()
     """The replay ring, the batch and the update-to-data ratio."""
     compute: ComputeConfig = ComputeConfig()

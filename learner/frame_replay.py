@@ -98,7 +98,7 @@ class FrameReplay:
         self.pos = self.inserted = 0
         self.size = 0  # rows in the sampling window (the newest rows whose obs frame is there)
         self.rows_unresolved = 0
-        self.frames_received = 0  # counted by `pack`, on the ingest thread
+        self.frames_received = 0  # frames of the batches inserted
         self._cuda = dev.type == "cuda"
 
     # ---- memory ----
@@ -120,12 +120,7 @@ class FrameReplay:
         """The usual layout's: obs and next_obs stacks stored whole in every row."""
         return 2 * self.stack * self.frame_bytes + 4 * (self.action_dim + 3)
 
-    # ---- ingest side ----
-    def pack(self, arrays: dict) -> dict:
-        """What ingest stages for the training thread: the validated arrays as they are."""
-        self.frames_received += len(arrays["frame_prev"])
-        return arrays
-
+    # ---- host side ----
     def _actor(self, key: tuple) -> ActorFrames:
         frames = self._actors.get(key)
         if frames is None:
@@ -152,6 +147,7 @@ class FrameReplay:
         prev = actor.lookup(np.asarray(arrays["frame_prev"], np.int64))
         self._write_frames(arrays["frames"], new, prev)
         self.written += n_frames
+        self.frames_received += n_frames
         obs = actor.lookup(np.asarray(arrays["obs_frame"], np.int64))
         nxt = actor.lookup(np.asarray(arrays["next_frame"], np.int64))
         keep = (obs >= 0) & (nxt >= 0) & (obs >= self.written - self.frame_capacity)

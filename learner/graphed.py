@@ -372,6 +372,8 @@ def compile_phases(since: dict | None = None) -> dict:
 def twin_of(sac: SAC) -> SAC:
     """A SAC of `sac`'s config and shapes with fresh weights, on its device. Its construction
     seeds torch's global RNG (SAC.__init__): the caller's RNG state is put back after."""
+    if hasattr(sac, "twin"):  # the pixel SAC (learner/pixel_sac.py) makes its own
+        return sac.twin()
     low = (sac.actor.bias - sac.actor.scale).cpu().numpy()  # constants, never trained
     high = (sac.actor.bias + sac.actor.scale).cpu().numpy()
     cuda = sac.device.type == "cuda"

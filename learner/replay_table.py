@@ -53,3 +53,14 @@ class ReplayTable:
 
     def limits(self, updates: int) -> tuple[bool, bool]:
         return self.limiter.allows(self.ring, updates)
+
+
+class FrameTable(ReplayTable):
+    """A pixel env's table: validated batches (not packed rows) into the frame replay
+    (learner/frame_replay.py), which maps their frame numbers to its slots as it writes."""
+
+    def __init__(self, ring, limiter: RateLimiter):
+        super().__init__(ring, limiter, chunk_rows=0)
+
+    def insert(self, blocks: list[dict]) -> int:
+        return sum(self.ring.insert(arrays) for arrays in blocks)

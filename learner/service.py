@@ -50,9 +50,10 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def ingest_in_processes(cfg: ServerConfig, cuda: bool) -> bool:
-    """Whether ingest runs in processes of its own (learner/ingest_proc.py)."""
-    return cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and cuda)
+def ingest_in_processes(cfg: ServerConfig, cuda: bool, pixels: bool = False) -> bool:
+    """Whether ingest runs in processes of its own (learner/ingest_proc.py). Never for a pixel
+    env: its batches go to the frame replay whole, which maps frame numbers where it writes."""
+    return not pixels and (cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and cuda))
 
 
 def cuda_likely(name: str) -> bool:
@@ -78,7 +79,7 @@ class Learner:
         # ingest processes boot (Python, numpy, gRPC: no torch) while this one imports torch and builds
         # the buffer and the networks; with device auto, on the guess that CUDA is there
         self._starting: IngestProcess | None = None
-        if ingest_in_processes(cfg.server, cuda_likely(cfg.compute.device)):
+        if ingest_in_processes(cfg.server, cuda_likely(cfg.compute.device), spec.frame_stack > 0):
             from herd.learner.ingest_proc import IngestProcess
 
             self._starting = IngestProcess(cfg.server.ingest_processes)
@@ -147,20 +148,23 @@ class Learner:
             staging_batches=srv.staging_batches, max_actors=srv.max_actors,
             obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=srv.tls_cert,
             tls_key=srv.tls_key, status=self.status)
-        if ingest_in_processes(srv, self.device.type == "cuda"):
+        self.pixels = spec.frame_stack > 0
+        if ingest_in_processes(srv, self.device.type == "cuda", self.pixels):
             self._starting = self._starting or IngestProcess(srv.ingest_processes)
             self._starting.start(spec, self.publisher, layout, pin=self.device.type == "cuda", **server)
         elif self._starting is not None:  # the guess was wrong: no CUDA
             self._starting.stop()
             self._starting = None
         self.ingest: Ingest | IngestProcess | None = None
-        self.buffer = ReplayBuffer(replay.capacity, device=self.device, **layout)
-        self.table = ReplayTable(
-            self.buffer, RateLimiter(replay.ratio, replay.ratio_tolerance, replay.min_size),
-            chunk_rows=2 * srv.max_batch)
-        self.startup_unix["buffer"] = time.time()
-        self.sac = SAC(cfg.algorithm, compute, replay.batch_size, obs_dim, action_dim,
-                       spec.action_low, spec.action_high, self.device)
+        limiter = RateLimiter(replay.ratio, replay.ratio_tolerance, replay.min_size)
+        if self.pixels:
+            self._build_pixels(cfg, spec, limiter)
+        else:
+            self.buffer = ReplayBuffer(replay.capacity, device=self.device, **layout)
+            self.table = ReplayTable(self.buffer, limiter, chunk_rows=2 * srv.max_batch)
+            self.startup_unix["buffer"] = time.time()
+            self.sac = SAC(cfg.algorithm, compute, replay.batch_size, obs_dim, action_dim,
+                           spec.action_low, spec.action_high, self.device)
         self.startup_unix["sac"] = time.time()
         self.trainer = Trainer(self.sac, self.table, self.publisher, self._take,
                                publish_every_s=srv.publish_every_s, num_threads=compute.num_threads)
@@ -178,7 +182,26 @@ class Learner:
         self.trainer.start()
         if self._starting is not None:
             self._starting.wait_ready()
-        self.ingest = self._starting or Ingest(spec, self.publisher, self.buffer.pack_rows, **server)
+        pack = _as_validated if self.pixels else self.buffer.pack_rows
+        self.ingest = self._starting or Ingest(spec, self.publisher, pack, **server)
+
+    def _build_pixels(self, cfg: LearnerConfig, spec: pb.EnvSpec, limiter) -> None:
+        """The frame replay and the pixel SAC (learner/frame_replay.py, learner/pixel_sac.py)."""
+        from herd.learner.frame_replay import FrameReplay
+        from herd.learner.pixel_sac import PixelSAC
+        from herd.learner.replay_table import FrameTable
+
+        frame_shape = tuple(spec.obs_shape)
+        if len(frame_shape) != 3 or spec.obs_dtype != "uint8":
+            raise ValueError(f"a pixel env's obs_shape must be one frame [C, H, W] of uint8; "
+                             f"the spec has {frame_shape} {spec.obs_dtype}")
+        action_dim = int(np.prod(spec.action_shape))
+        self.buffer = FrameReplay(cfg.replay.capacity, frame_shape, spec.frame_stack, action_dim,
+                                  self.device, one_step_discount=cfg.algorithm.gamma)
+        self.table = FrameTable(self.buffer, limiter)
+        self.startup_unix["buffer"] = time.time()
+        self.sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, frame_shape, spec.frame_stack,
+                            action_dim, spec.action_low, spec.action_high, self.device)
 
     def _take(self, limit: int, timeout: float) -> list:
         """Staged blocks for the training thread; none (after `timeout`) while ingest boots."""
@@ -261,6 +284,7 @@ class Learner:
             "inserted": self.buffer.inserted,
             "replay_size": self.buffer.size,
             "replay_capacity": self.buffer.capacity,
+            **self._replay_memory(),
             "updates_per_s": self.trainer.rates[0],
             "inserts_per_s": self.trainer.rates[1],
             "gpu_mem_allocated": mem[0],
@@ -278,6 +302,21 @@ class Learner:
             # process, init, torch, device, buffer, sac, first_rows, first_update: unix times
             "startup_unix": {**self.startup_unix, **self.trainer.first_unix},
         }
+
+    def _replay_memory(self) -> dict:
+        """replay_bytes_per_transition: the ring's device bytes per row of capacity (a pixel
+        env's frames and their margin included; replay_naive_bytes_per_transition: what its
+        rows would take with both stacks in each). replay_frame_capacity: frames the frame
+        ring holds. frames_received: frames inserted. rows_unresolved: rows dropped because a
+        frame they name was unknown or gone (received = inserted + rows_unresolved)."""
+        buf = self.buffer
+        if not self.pixels:
+            return {"replay_bytes_per_transition": buf.nbytes / buf.capacity, "frames_received": 0}
+        return {"replay_bytes_per_transition": buf.bytes_per_transition,
+                "replay_naive_bytes_per_transition": buf.naive_bytes_per_transition,
+                "replay_frame_capacity": buf.frame_capacity,
+                "frames_received": buf.frames_received,
+                "rows_unresolved": buf.rows_unresolved}
 
     def status(self) -> pb.LearnerStatus:
         fields = pb.LearnerStatus.DESCRIPTOR.fields_by_name
@@ -324,7 +363,8 @@ class Learner:
             state = self._snapshot()
             # the training thread publishes outside the lock, from these same networks
             state["policy_version"] = weights.version
-            copy = self.buffer.start_copy() if save_replay else None  # the rows as of now
+            # the rows as of now; a pixel env's frame replay is not saved (its GBs of frames)
+            copy = self.buffer.start_copy() if save_replay and not self.pixels else None
         rows = None
         if copy is not None:
             while copy.remaining:
@@ -443,6 +483,11 @@ class Learner:
         self.trainer.stop()
         self.publisher.close()
         return self.status_dict()
+
+
+def _as_validated(arrays: dict) -> dict:
+    """A pixel batch is staged as validated: the training thread maps its frame numbers."""
+    return arrays
 
 
 def _in_ray_actor() -> bool:

@@ -95,6 +95,8 @@ def validate(batch: pb.TransitionBatch, session: Session | None, max_batch: int,
         # dedup counts an incarnation's seqs from 1: a seq 0 would be acked as a duplicate of
         # nothing and dropped
         raise BatchRejected(invalid, "seq 0 from an actor with an incarnation (seqs start at 1)")
+    if "frames" in arrays:
+        check_frames(arrays, session)
     for name in ("obs", "next_obs", "action", "reward", "discount"):
         a = arrays.get(name)
         if a is None or not a.size or a.dtype.kind != "f":
@@ -118,3 +120,43 @@ def validate(batch: pb.TransitionBatch, session: Session | None, max_batch: int,
     if discount is not None and ((discount < 0).any() or (discount > 1).any()):
         raise BatchRejected(invalid, "field 'discount' must lie in [0, 1]")
     return arrays
+
+
+MAX_FRAME_NUMBER = 2**62
+"""Frame numbers stay below this (int64 arithmetic on them never overflows)."""
+
+
+def check_frames(arrays: dict, session: Session) -> None:
+    """A pixel batch's frame numbers (PIXELS.md): frame_prev of frame n in [-1, n), obs_frame
+    and next_frame in [0, the batch's newest frame], next_frame after obs_frame. Numbers below
+    first_frame name frames of the actor's earlier batches: whether the learner still holds
+    them is the frame replay's question (learner/frame_replay.py). Adds the actor's identity,
+    whose frame numbers these are, and first_frame as numpy scalars."""
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    first, prev = arrays["first_frame"], arrays["frame_prev"]
+    # no new frames: first_frame names none, rows may point at any earlier frame
+    newest = first + len(prev) - 1 if len(prev) else MAX_FRAME_NUMBER - 1
+    if newest >= MAX_FRAME_NUMBER:
+        raise BatchRejected(invalid, f"frame numbers up to {newest} exceed {MAX_FRAME_NUMBER}")
+    if len(prev):
+        own = first + np.arange(len(prev), dtype=np.int64)
+        bad = np.flatnonzero((prev < -1) | (prev >= own))
+        if len(bad):
+            i = int(bad[0])
+            raise BatchRejected(invalid, f"frame_prev of frame {first + i} is {int(prev[i])}; it "
+                                         f"must be -1 or an earlier frame's number")
+    obs, nxt = arrays["obs_frame"], arrays["next_frame"]
+    for name, refs in (("obs_frame", obs), ("next_frame", nxt)):
+        bad = np.flatnonzero((refs < 0) | (refs > newest))
+        if len(bad):
+            i = int(bad[0])
+            raise BatchRejected(invalid, f"{name} of row {i} is {int(refs[i])}; frames known "
+                                         f"from this actor are 0..{newest}")
+    bad = np.flatnonzero(nxt <= obs)
+    if len(bad):
+        i = int(bad[0])
+        raise BatchRejected(invalid, f"next_frame of row {i} ({int(nxt[i])}) is not after its "
+                                     f"obs_frame ({int(obs[i])})")
+    arrays["first_frame"] = np.int64(first)
+    arrays["actor_id"] = np.str_(session.actor_id)
+    arrays["incarnation"] = np.uint64(session.incarnation)

@@ -16,9 +16,10 @@ FOLDERS = {"herd.learner": "learner", "herd.actors": "actors", "herd.proto": "pr
 
 LEARNER_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
-    ("basics", frozenset({"row_layout", "replay", "publisher", "validate", "thread_cpu",
-                          "update_gaps", "child_proc"})),
-    ("math", frozenset({"networks", "losses", "normalizer", "branches", "flat_adam", "sac"})),
+    ("basics", frozenset({"row_layout", "replay", "frame_replay", "publisher", "validate",
+                          "thread_cpu", "update_gaps", "child_proc"})),
+    ("math", frozenset({"networks", "losses", "normalizer", "branches", "flat_adam", "sac",
+                        "encoder", "pixel_sac"})),
     ("graph", frozenset({"graphed", "precompile"})),
     ("replay and ingest", frozenset({"replay_table", "ingest_stream", "servicer", "server",
                                      "ingest", "ingest_proc", "relay"})),

@@ -1,0 +1,218 @@
+"""SAC from pixels: DrQ's update on the frame replay, written like learner/sac.py's for the graph.
+
+    sample (frame replay: stacks by index) -> random shift (obs and next, one gather)
+    critic:  encoder(obs) -> critic trunk -> twin Q(features, action)      trains the encoder
+    actor:   encoder(obs).detach() -> actor trunk -> tanh-Gaussian          its own trunk
+    target:  target encoder(next) -> target trunk -> target twin Q, soft Bellman (losses.py)
+    steps:   one flat Adam for encoder + critic, one for actor + temperature (flat_adam.py);
+             Polyak: one lerp over the flat target, encoder_tau for the encoder, pixel_tau after
+
+Like SAC.update it is a function of fixed-shape device tensors with no host read, so
+learner/graphed.py captures it as one CUDA graph (bf16 autocast on CUDA; fp32 on the CPU, where
+it runs eagerly). The next actions come from the actor on the online encoder's features of the
+next frames (no gradient), as in DrQ; the target critics read their own encoder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import numpy as np
+import torch
+
+from herd.learner import losses
+from herd.learner.config import AlgorithmConfig, ComputeConfig, EncoderConfig
+from herd.learner.encoder import Encoder, Trunk, random_shift
+from herd.learner.flat_adam import FlatAdam, flatten_, module_params
+from herd.learner.frame_replay import FrameReplay
+from herd.learner.networks import Actor, Critic
+from herd.learner.sac import compile_kwargs, resolve_amp
+from herd.proto import codec
+from herd.proto import herd_pb2 as pb
+
+
+class PixelSAC:
+    def __init__(self, cfg: AlgorithmConfig, enc: EncoderConfig, compute: ComputeConfig,
+                 frame_shape: tuple[int, int, int], frame_stack: int, action_dim: int,
+                 action_low, action_high, device):
+        self.cfg, self.enc, self.compute = cfg, enc, compute
+        self.batch_size = enc.pixel_batch_size
+        self.device = device = torch.device(device)
+        self.frame_shape, self.frame_stack = tuple(frame_shape), frame_stack
+        self.action_low = np.asarray(action_low, np.float32)
+        self.action_high = np.asarray(action_high, np.float32)
+        self.amp_dtype = resolve_amp(compute.amp, device)
+        if self.amp_dtype == torch.float16:
+            raise ValueError("learner.compute.amp fp16 is not supported for pixel envs; use bf16 "
+                             "or auto")
+        torch.manual_seed(cfg.seed)
+        c, h, w = self.frame_shape
+        f, hidden = enc.feature_dim, enc.pixel_hidden_sizes
+        self.encoder = Encoder(c * frame_stack, (h, w), enc.channels, enc.layers).to(device)
+        self.critic_trunk = Trunk(self.encoder.repr_dim, f).to(device)
+        self.critic = Critic(f, action_dim, hidden, 2, 1).to(device)
+        self.actor_trunk = Trunk(self.encoder.repr_dim, f).to(device)
+        self.actor = Actor(f, action_dim, hidden, action_low, action_high,
+                           (cfg.log_std_min, cfg.log_std_max)).to(device)
+        online = (self.encoder, self.critic_trunk, self.critic)
+        self.target_encoder, self.target_trunk, self.target = (
+            copy.deepcopy(m).requires_grad_(False) for m in online)
+        self.log_alpha = torch.tensor(float(np.log(enc.pixel_init_alpha)), device=device,
+                                      requires_grad=True)
+        self.target_entropy = float(
+            cfg.target_entropy if cfg.target_entropy is not None else -action_dim)
+        self._critic_params = module_params(*online)
+        self._actor_params = module_params(self.actor_trunk, self.actor)
+        self.critic_opt = FlatAdam([(self._critic_params, enc.pixel_lr)])
+        self.actor_opt = FlatAdam([(self._actor_params, enc.pixel_lr), ([self.log_alpha], enc.pixel_lr)])
+        self._target_flat = flatten_(module_params(self.target_encoder, self.target_trunk, self.target))
+        n_enc = sum(p.numel() for p in self.encoder.parameters())
+        tau = torch.full_like(self._target_flat, enc.pixel_tau)
+        tau[:n_enc] = enc.encoder_tau
+        self._tau = tau  # per element: the encoder's step, then the trunk's and the heads'
+        for name in self.PIECES:
+            setattr(self, name, getattr(self, name + "_eager"))
+
+    def twin(self) -> PixelSAC:
+        """A PixelSAC of this config and shapes with fresh weights (learner/graphed.py's
+        background compile); the caller's RNG state is kept."""
+        cuda = self.device.type == "cuda"
+        with torch.random.fork_rng(devices=[self.device] if cuda else []):
+            twin = PixelSAC(self.cfg, self.enc, self.compute, self.frame_shape, self.frame_stack,
+                            self.actor.action_dim, self.action_low, self.action_high, self.device)
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        return twin
+
+    def autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=False)
+
+    PIECES = ("_augment", "_encode", "_encode_next", "_actor_pass", "_critic_out", "_target",
+              "_actor_loss")
+
+    def compile(self, mode: str | None = "default") -> None:
+        """torch.compile each piece (forward and backward) and both Adams, as SAC.compile."""
+        kw = compile_kwargs(mode, self.compute.compile_options)
+        for name in self.PIECES:
+            setattr(self, name, torch.compile(getattr(self, name + "_eager"), **kw))
+        self.critic_opt.compile(**kw)
+        self.actor_opt.compile(**kw)
+
+    # ---- the pieces ----
+    def _augment_eager(self, obs: torch.Tensor, next_obs: torch.Tensor):
+        """Random shifts, each image its own: obs and next_obs in one gather."""
+        both = torch.cat([obs, next_obs])
+        both = random_shift(both, self.enc.augment_pad)
+        return both[: obs.shape[0]], both[obs.shape[0]:]
+
+    def _encode_eager(self, pixels):
+        with self.autocast():
+            return self.encoder(pixels)
+
+    @torch.no_grad()
+    def _encode_next_eager(self, pixels):
+        """The online features of the next frames (the actor's next actions) and the target
+        encoder's (the target critics)."""
+        with self.autocast():
+            return self.encoder(pixels), self.target_encoder(pixels)
+
+    def _actor_pass_eager(self, h_pair):
+        with self.autocast():
+            return self.actor.sample(self.actor_trunk(h_pair))
+
+    def _critic_out_eager(self, h, action):
+        with self.autocast():
+            return self.critic(self.critic_trunk(h), action)
+
+    @torch.no_grad()
+    def _target_eager(self, reward, discount, terminated, h_next_t, next_a, next_logp, alpha):
+        with self.autocast():
+            nxt = self.target(self.target_trunk(h_next_t), next_a)
+        return losses.soft_target(reward, discount, terminated, nxt, next_logp, alpha)
+
+    def _actor_loss_eager(self, h, a_pi, logp_pi, alpha):
+        with self.autocast():
+            q = self.critic(self.critic_trunk(h, detach_weights=True), a_pi, detach_weights=True)
+        return losses.actor_loss(q, logp_pi, alpha)
+
+    # ---- one update ----
+    def update(self, replay: FrameReplay) -> torch.Tensor:
+        """One step on a uniform batch of `replay`; returns sac.LOSS_NAMES as a tensor."""
+        return self.update_on(replay.sample(self.batch_size))
+
+    def update_on(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        alpha = self.log_alpha.detach().exp()
+        obs, nxt = self._augment(b["obs"], b["next_obs"])
+        h = self._encode(obs)  # the critic's loss trains the encoder through this
+        h_next, h_next_t = self._encode_next(nxt)
+        a_all, logp_all = self._actor_pass(torch.stack([h.detach(), h_next], 1))  # obs | next
+        a_pi, logp_pi = a_all[:, 0], logp_all[:, 0].float()
+        target = self._target(b["reward"], b["discount"], b["terminated"], h_next_t,
+                              a_all[:, 1].detach(), logp_all[:, 1].detach().float(), alpha)
+        q = self._critic_out(h, b["action"])
+        critic_loss = losses.mse_critic_loss(q, target)
+        c_grads = torch.autograd.grad(critic_loss, self._critic_params)
+        actor_loss = self._actor_loss(h.detach(), a_pi, logp_pi, alpha)  # the pre-step critic
+        a_grads = torch.autograd.grad(actor_loss, self._actor_params)
+        alpha_grad = losses.temperature_grad(logp_pi, self.target_entropy)
+        self.critic_opt.step(list(c_grads))
+        self.actor_opt.step([*a_grads, alpha_grad])
+        with torch.no_grad():
+            self._target_flat.lerp_(self.critic_opt.flat, self._tau)
+        alpha_loss = alpha.log() * alpha_grad
+        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss, alpha,
+                            q.detach().mean(), -logp_pi.detach().mean(), torch.ones_like(alpha)])
+
+    # ---- what the actors get ----
+    def wire_tensors(self) -> dict[str, np.ndarray]:
+        """The policy by PolicyWeights arch "conv"'s names: conv<i>, trunk, trunk_norm, fc<i>."""
+        def arr(t):
+            return t.detach().float().cpu().numpy().copy()
+
+        out = {}
+        for i, conv in enumerate(self.encoder.convs):
+            out[f"conv{i}.weight"], out[f"conv{i}.bias"] = arr(conv.weight), arr(conv.bias)
+        trunk = self.actor_trunk
+        out["trunk.weight"], out["trunk.bias"] = arr(trunk.linear.weight), arr(trunk.linear.bias)
+        out["trunk_norm.weight"], out["trunk_norm.bias"] = arr(trunk.norm.weight), arr(trunk.norm.bias)
+        for name, t in self.actor.wire_tensors().items():  # l<i>.weight / l<i>.bias
+            out["fc" + name[1:]] = t
+        return out
+
+    def policy_weights(self, version: int, averaged: bool = False) -> pb.PolicyWeights:
+        """The policy as PolicyWeights arch "conv" (`averaged`: there is no averaged actor here)."""
+        return codec.pack_weights(self.wire_tensors(), version, self.cfg.log_std_min,
+                                  self.cfg.log_std_max, arch="conv",
+                                  conv_strides=self.encoder.strides)
+
+    # ---- state ----
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Every tensor an update mutates (for graph warm-up rollback)."""
+        return [*self.critic_opt.tensors(), *self.actor_opt.tensors(), self._target_flat]
+
+    MODULES = ("encoder", "critic_trunk", "critic", "actor_trunk", "actor", "target_encoder",
+               "target_trunk", "target")
+
+    def state_dict(self) -> dict:
+        return {
+            **{name: getattr(self, name).state_dict() for name in self.MODULES},
+            "log_alpha": self.log_alpha.detach().cpu(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "pixels": True,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Load in place (optimizer state replaced: capture graphs after loading)."""
+        if not state.get("pixels"):
+            raise ValueError("the checkpoint is of a state-env learner; this learner's env is "
+                             "from pixels")
+        for name in self.MODULES:
+            getattr(self, name).load_state_dict(state[name])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
