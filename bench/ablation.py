@@ -15,7 +15,7 @@ from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.humanoid import dips_after
+from bench.humanoid_record import dips_after
 
 
 def by_variant(runs: list[dict]) -> dict[str, list[dict]]:

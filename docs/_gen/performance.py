@@ -21,7 +21,7 @@ KINDS = [
       "best_eval_contact_cost and final_eval_contact_cost: the evaluation's mean summed contact "
       "cost per episode, which its return has paid (Humanoid-v4's returns never charged it); "
       "updates_per_s counts from the compiled graph's first update, updates_per_s_wall over the "
-      "whole run (`bench/humanoid.py` says how)."),
+      "whole run (`bench/humanoid_record.py` says how)."),
      ["seed", "first_update_s", "actors_ready_s", "first_compiled_update_s", "seconds_to_5000",
       "updates_to_5000", "seconds_to_10000", "seconds_to_11000", "min_eval_after_5000", "best_eval_return",
       "best_eval_at_s", "best_eval_contact_cost", "final_eval_return", "final_eval_contact_cost",

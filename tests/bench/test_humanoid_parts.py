@@ -9,12 +9,11 @@ from bench.humanoid import (
     ABLATIONS,
     ROOT,
     apply_overrides,
-    first_reaching,
     label,
-    lowest_after,
     plot,
     variants,
 )
+from bench.humanoid_record import first_reaching, lowest_after
 from herd.config import parse_config
 
 
@@ -60,7 +59,7 @@ def test_the_plot_draws_every_run_one_colour_per_arm(tmp_path):
 
 
 def test_each_evaluation_carries_the_training_statistics_logged_before_it(tmp_path):
-    from bench.humanoid import TRAIN_KEYS, training_at, training_rows
+    from bench.humanoid_record import TRAIN_KEYS, training_at, training_rows
 
     assert training_rows(tmp_path / "none.csv") == []
     from herd.metrics import COLUMNS
@@ -95,7 +94,7 @@ def test_a_run_s_record_carries_the_start_up_s_flat_keys(tmp_path) -> None:
     """The start-up milestones as flat keys, from summary.json's startup (which stays whole)."""
     import json
 
-    from bench.humanoid import record_of
+    from bench.humanoid_record import record_of
 
     startup = {"first_update_s": 7.5, "actors_ready_s": 9.2, "first_compiled_update_s": 52.7,
                "startup_update_gap_s": 0.27, "learner_init_s": 6.0}

@@ -1,4 +1,4 @@
-"""bench/humanoid.py's record of a run, from a synthetic evaluation series written out here: the
+"""bench/humanoid_record.py: the record of a run, from a synthetic evaluation series written out here: the
 thresholds' times, the best evaluation with its contact cost, the lowest one after 5,000 and
 the updates/s once the compiled graph took over."""
 
@@ -9,7 +9,8 @@ import json
 import pytest
 import yaml
 
-from bench.humanoid import ROOT, compiled_updates_per_s, eval_record, plot, record_of
+from bench.humanoid import ROOT, plot
+from bench.humanoid_record import compiled_updates_per_s, eval_record, record_of
 
 
 def series(rows: list[tuple]) -> list[dict]:
