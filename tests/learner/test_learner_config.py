@@ -31,7 +31,7 @@ def test_every_field_of_every_section_has_a_docstring() -> None:
 
 def test_sections_are_frozen_and_their_field_names_unique() -> None:
     sections = LearnerConfig.model_fields
-    assert list(sections) == ["algorithm", "replay", "compute", "server", "placement"]
+    assert list(sections) == ["algorithm", "encoder", "replay", "compute", "server", "placement"]
     names = [n for s in sections.values() for n in s.annotation.model_fields]
     assert len(names) == len(set(names)) == len(SECTION_OF)
     cfg = LearnerConfig()
