@@ -46,6 +46,9 @@ def layout_bytes(capacity: int, frame_capacity: int, frame_shape, action_dim: in
     return frame_capacity * per_frame + capacity * per_row + 2 * 8
 
 
+_TORCH_DTYPE = {"|u1": torch.uint8, "<i8": torch.int64, "<f4": torch.float32}
+
+
 class ActorFrames:
     """One actor process's frame numbers -> global numbers, for its last `window` frames."""
 
@@ -131,10 +134,14 @@ class FrameReplay:
             self._actors.move_to_end(key)
         return frames
 
-    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
-        if not self._cuda:
-            return t
-        return t.pin_memory().to(self.device, non_blocking=True)
+    def _to_device(self, a: np.ndarray) -> torch.Tensor:
+        """`a` on the device. On CUDA through page-locked memory (torch's caching host
+        allocator, which keeps a block until its copy is done) and queued on the current stream,
+        the update's: the training thread goes on while the copy waits behind the replays
+        already queued, and the next replay sees it whole."""
+        host = torch.empty(a.shape, dtype=_TORCH_DTYPE[a.dtype.str], pin_memory=self._cuda)
+        host.numpy()[...] = a  # the one host copy (off the message's read-only bytes too)
+        return host.to(self.device, non_blocking=True) if self._cuda else host
 
     # ---- writing (the training thread, on the update stream: replays see whole batches) ----
     def insert(self, arrays: dict) -> int:
@@ -163,9 +170,8 @@ class FrameReplay:
         if not k:
             return
         frames, new, prev = frames[-k:], new[-k:], prev[-k:]
-        meta = torch.from_numpy(np.stack([new % self.frame_capacity, new, prev]))
-        pixels = torch.from_numpy(np.array(frames, copy=True))  # off the message's read-only bytes
-        meta, pixels = self._to_device(meta), self._to_device(pixels)
+        meta = self._to_device(np.stack([new % self.frame_capacity, new, prev]))
+        pixels = self._to_device(np.asarray(frames, np.uint8))
         self.frames.index_copy_(0, meta[0], pixels)
         self.gid.index_copy_(0, meta[0], meta[1])
         self.prev.index_copy_(0, meta[0], meta[2])
@@ -187,7 +193,7 @@ class FrameReplay:
         rest[:, a + 2] = self.one_step_discount if discount is None else np.asarray(discount)[keep]
         rows = (self.pos + np.arange(n)) % self.capacity
         refs = np.stack([rows, obs, nxt], axis=1)
-        refs_t, rest_t = self._to_device(torch.from_numpy(refs)), self._to_device(torch.from_numpy(rest))
+        refs_t, rest_t = self._to_device(refs), self._to_device(rest)
         self.refs.index_copy_(0, refs_t[:, 0], refs_t[:, 1:])
         self.rest.index_copy_(0, refs_t[:, 0], rest_t)
         self._row_obs[rows] = obs
@@ -208,8 +214,8 @@ class FrameReplay:
             if lead < len(dead):
                 break
         self.size = count
-        window = torch.tensor([(self.pos - count) % self.capacity, count])
-        self.window_t.copy_(self._to_device(window), non_blocking=True)
+        window = np.array([(self.pos - count) % self.capacity, count], np.int64)
+        self.window_t.copy_(self._to_device(window))
 
     # ---- sampling (graph-safe: fixed shapes, no host reads) ----
     def sample_indices(self, batch_size: int) -> torch.Tensor:
@@ -232,12 +238,13 @@ class FrameReplay:
         return torch.stack(chain[::-1], dim=-1)
 
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Rows at `idx`: obs and next_obs [B, S*C, H, W] uint8 (one gather), the rest fp32."""
+        """Rows at `idx`: pixels [B, 2, S*C, H, W] uint8 (obs | next_obs stacks, one gather;
+        obs and next_obs are its views), the rest fp32."""
         b, (c, h, w), a = idx.shape[0], self.frame_shape, self.action_dim
         slots = self.stacks(self.refs[idx]) % self.frame_capacity  # [B, 2, S]
         pix = self.frames.index_select(0, slots.reshape(-1)).view(b, 2, self.stack * c, h, w)
         rest = self.rest.index_select(0, idx)
-        return {"obs": pix[:, 0], "next_obs": pix[:, 1], "action": rest[:, :a],
+        return {"pixels": pix, "obs": pix[:, 0], "next_obs": pix[:, 1], "action": rest[:, :a],
                 "reward": rest[:, a], "terminated": rest[:, a + 1], "discount": rest[:, a + 2]}
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:

@@ -46,6 +46,8 @@ class PixelSAC:
         if self.amp_dtype == torch.float16:
             raise ValueError("learner.compute.amp fp16 is not supported for pixel envs; use bf16 "
                              "or auto")
+        if device.type == "cuda":  # fixed conv shapes: cuDNN picks its fastest kernels once
+            torch.backends.cudnn.benchmark = True
         torch.manual_seed(cfg.seed)
         c, h, w = self.frame_shape
         f, hidden = enc.feature_dim, enc.pixel_hidden_sizes
@@ -102,11 +104,12 @@ class PixelSAC:
         self.actor_opt.compile(**kw)
 
     # ---- the pieces ----
-    def _augment_eager(self, obs: torch.Tensor, next_obs: torch.Tensor):
-        """Random shifts, each image its own: obs and next_obs in one gather."""
-        both = torch.cat([obs, next_obs])
-        both = random_shift(both, self.enc.augment_pad)
-        return both[: obs.shape[0]], both[obs.shape[0]:]
+    def _augment_eager(self, pixels: torch.Tensor):
+        """[B, 2, S*C, H, W] obs | next stacks -> each image randomly shifted, its own shift (one
+        gather) -> (obs, next)."""
+        b, two, *chw = pixels.shape
+        both = random_shift(pixels.reshape(b * two, *chw), self.enc.augment_pad).view(b, two, *chw)
+        return both[:, 0], both[:, 1]
 
     def _encode_eager(self, pixels):
         with self.autocast():
@@ -145,7 +148,7 @@ class PixelSAC:
 
     def update_on(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         alpha = self.log_alpha.detach().exp()
-        obs, nxt = self._augment(b["obs"], b["next_obs"])
+        obs, nxt = self._augment(b["pixels"])
         h = self._encode(obs)  # the critic's loss trains the encoder through this
         h_next, h_next_t = self._encode_next(nxt)
         a_all, logp_all = self._actor_pass(torch.stack([h.detach(), h_next], 1))  # obs | next

@@ -1,0 +1,63 @@
+"""The pixel networks' parts: random shift against pad-and-crop written plainly, the encoder's
+shapes, and one pixel SAC update: the critic's loss moves the encoder, the targets follow by
+their own Polyak steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from herd.learner.config import LearnerConfig
+from herd.learner.encoder import Encoder, random_shift
+from herd.learner.pixel_sac import PixelSAC
+
+
+def test_random_shift_is_a_replicate_pad_and_a_random_crop():
+    torch.manual_seed(3)
+    x = torch.randint(0, 256, (64, 3, 10, 12), dtype=torch.uint8)
+    pad = 2
+    state = torch.get_rng_state()
+    got = random_shift(x, pad)
+    torch.set_rng_state(state)  # the same draw, read back for the reference
+    shift = torch.randint(0, 2 * pad + 1, (64, 2, 1)) - pad
+    padded = F.pad(x.float(), (pad, pad, pad, pad), mode="replicate").to(torch.uint8)
+    for i in range(64):
+        dy, dx = int(shift[i, 0]) + pad, int(shift[i, 1]) + pad
+        assert torch.equal(got[i], padded[i, :, dy : dy + 10, dx : dx + 12])
+    assert len({tuple(s.ravel().tolist()) for s in shift}) > 10  # shifts per sample
+    assert random_shift(x, 0) is x
+
+
+def test_encoder_shapes():
+    enc = Encoder(9, (84, 84))
+    assert enc.out_hw == (35, 35) and enc.repr_dim == 32 * 35 * 35
+    assert enc(torch.zeros(2, 9, 84, 84, dtype=torch.uint8)).shape == (2, enc.repr_dim)
+    with pytest.raises(ValueError, match="too small"):
+        Encoder(9, (8, 8))
+
+
+def test_one_update_trains_the_encoder_through_the_critic():
+    cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6)
+    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    g = torch.Generator().manual_seed(0)
+    batch = {"pixels": torch.randint(0, 256, (6, 2, 9, 16, 16), dtype=torch.uint8, generator=g),
+             "action": torch.rand(6, 2, generator=g) * 2 - 1, "reward": torch.randn(6, generator=g),
+             "terminated": torch.zeros(6), "discount": torch.full((6,), 0.99)}
+    enc0 = [p.detach().clone() for p in sac.encoder.parameters()]
+    target0 = [p.detach().clone() for p in sac.target_encoder.parameters()]
+    trunk_t0 = sac.target_trunk.linear.weight.detach().clone()
+    out = sac.update_on(batch)
+    assert out.shape == (7,) and torch.isfinite(out).all()
+    for p, p0, t, t0 in zip(sac.encoder.parameters(), enc0, sac.target_encoder.parameters(), target0):
+        assert not torch.equal(p, p0)  # the critic's loss reached the encoder
+        # the target encoder moved by encoder_tau toward the new weights
+        torch.testing.assert_close(t, t0 + 0.05 * (p.detach() - t0))
+    trunk = sac.critic_trunk.linear.weight.detach()
+    torch.testing.assert_close(sac.target_trunk.linear.weight, trunk_t0 + 0.01 * (trunk - trunk_t0))
+    state = sac.state_dict()
+    other = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    other.load_state_dict(state)
+    np.testing.assert_array_equal(other.policy_weights(1).tensors[0].data,
+                                  sac.policy_weights(1).tensors[0].data)
