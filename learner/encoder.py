@@ -47,6 +47,8 @@ class Encoder(nn.Module):
         self.apply(_orthogonal_)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        if pixels.is_cuda:  # NHWC: cuDNN's tensor-core convs take it without transposes
+            pixels = pixels.contiguous(memory_format=torch.channels_last)
         x = pixels.float() / 255.0 - 0.5
         for conv in self.convs:
             x = torch.relu(conv(x))

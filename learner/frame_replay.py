@@ -21,7 +21,9 @@ Sampling reads the window from device tensors (no host sync), so it can be captu
 CUDA graph like the state ring (learner/replay.py).
 
 Host side, per actor process ((actor_id, incarnation)), a bounded map frame number -> global
-number: the last `window` numbers of each of the last `max_actors` actors. A row whose obs or
+number: the last `window` numbers of each of the last `max_actors` actors (a batch's references
+to its own frames resolve without it; the window bounds how far back a row or a link may point
+into earlier batches). A row whose obs or
 next frame the map no longer knows (a learner restarted, a frame evicted) cannot be rebuilt and
 is dropped, counted in `rows_unresolved` (received = inserted + rows_unresolved).
 """
@@ -150,13 +152,20 @@ class FrameReplay:
         actor = self._actor(key)
         first, n_frames = int(arrays["first_frame"]), len(arrays["frame_prev"])
         new = self.written + np.arange(n_frames, dtype=np.int64)
+
+        def resolve(numbers) -> np.ndarray:  # this batch's frames directly, earlier ones by map
+            numbers = np.asarray(numbers, np.int64)
+            out = actor.lookup(numbers)
+            inside = numbers >= first
+            out[inside] = new[numbers[inside] - first]
+            return out
+
+        prev = resolve(arrays["frame_prev"])
+        obs, nxt = resolve(arrays["obs_frame"]), resolve(arrays["next_frame"])
         actor.add(first, new)
-        prev = actor.lookup(np.asarray(arrays["frame_prev"], np.int64))
         self._write_frames(arrays["frames"], new, prev)
         self.written += n_frames
         self.frames_received += n_frames
-        obs = actor.lookup(np.asarray(arrays["obs_frame"], np.int64))
-        nxt = actor.lookup(np.asarray(arrays["next_frame"], np.int64))
         keep = (obs >= 0) & (nxt >= 0) & (obs >= self.written - self.frame_capacity)
         n = int(keep.sum())
         self.rows_unresolved += len(keep) - n

@@ -199,3 +199,22 @@ def test_bytes_per_transition_against_the_naive_layout():
         per_row = layout_bytes(cap, default_frame_capacity(cap), shape, 6) / cap
         naive = 2 * STACK * 3 * size * size
         assert per_row <= naive / 5
+
+
+def test_a_batch_longer_than_the_actor_window_resolves_its_own_frames():
+    replay = FrameReplay(100, SHAPE, STACK, 1, torch.device("cpu"), window=8, frame_capacity=120)
+    n = 50
+    b = {"frames": np.stack([pixels(k) for k in range(n + 1)]),
+         "frame_prev": np.arange(-1, n, dtype=np.int64), "first_frame": np.int64(0),
+         "obs_frame": np.arange(n, dtype=np.int64), "next_frame": np.arange(1, n + 1, dtype=np.int64),
+         "action": np.zeros((n, 1), np.float32), "reward": np.arange(n, dtype=np.float32),
+         "terminated": np.zeros(n, np.uint8), "actor_id": np.str_("a"), "incarnation": np.uint64(1)}
+    assert replay.insert(b) == n and replay.rows_unresolved == 0
+    got = replay.gather(torch.tensor([0, 30]))
+    np.testing.assert_array_equal(got["obs"][1].numpy(), np.concatenate([pixels(k) for k in (28, 29, 30)]))
+    # the next batch may point back `window` frames into this one, not further
+    b2 = {**b, "frames": pixels(51)[None], "frame_prev": np.array([50]), "first_frame": np.int64(51),
+          "obs_frame": np.array([50, 40], np.int64), "next_frame": np.array([51, 51], np.int64),
+          "action": np.zeros((2, 1), np.float32), "reward": np.zeros(2, np.float32),
+          "terminated": np.zeros(2, np.uint8)}
+    assert replay.insert(b2) == 1 and replay.rows_unresolved == 1
