@@ -43,9 +43,9 @@ class Session:
 
 def spec_mismatch(ours: pb.EnvSpec, theirs: pb.EnvSpec) -> str | None:
     """Why an actor's env spec differs from the learner's, or None when they agree."""
-    for name in ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype"):
+    for name in ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype", "frame_stack"):
         a, b = getattr(ours, name), getattr(theirs, name)
-        if (a != b) if isinstance(a, str) else (list(a) != list(b)):
+        if (a != b) if isinstance(a, (str, int)) else (list(a) != list(b)):
             return f"{name}: learner has {a!r}, actor sent {b!r}"
     for name in ("action_low", "action_high"):
         a, b = np.asarray(getattr(ours, name)), np.asarray(getattr(theirs, name))

@@ -193,3 +193,12 @@ def test_a_pixel_learner_saves_and_restores_its_networks(learner, tmp_path):
         assert other.updates == state["updates"] > 0
     finally:
         other.stop()
+
+
+def test_a_handshake_with_another_frame_stack_is_refused(learner, channel):
+    spec = pixel_spec()
+    spec.frame_stack = 4
+    with pytest.raises(grpc.RpcError) as e:
+        pb_grpc.LearnerStub(channel).Handshake(pb.HandshakeRequest(actor_id="s4", spec=spec))
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "frame_stack: learner has 3, actor sent 4" in e.value.details()
