@@ -135,6 +135,10 @@ class EncoderConfig(_Section):
     """Polyak step of the target encoder."""
     pixel_init_alpha: float = Field(0.1, gt=0)
     """Temperature at the start."""
+    target_encoder: bool = True
+    """A Polyak target encoder (encoder_tau) under the target critics, as DrQ has it; false: the
+    target critics read the online encoder's features of the next frames, as DrQ-v2 does (one
+    conv pass less per update)."""
 
 
 class ReplayConfig(_Section):

@@ -4,6 +4,7 @@
     critic:  encoder(obs) -> critic trunk -> twin Q(features, action)      trains the encoder
     actor:   encoder(obs).detach() -> actor trunk -> tanh-Gaussian          its own trunk
     target:  target encoder(next) -> target trunk -> target twin Q, soft Bellman (losses.py)
+             (target_encoder false: the online encoder's next features, DrQ-v2's way)
     steps:   one flat Adam for encoder + critic, one for actor + temperature (flat_adam.py);
              Polyak: one lerp over the flat target, encoder_tau for the encoder, pixel_tau after
 
@@ -58,8 +59,10 @@ class PixelSAC:
         self.actor = Actor(f, action_dim, hidden, action_low, action_high,
                            (cfg.log_std_min, cfg.log_std_max)).to(device)
         online = (self.encoder, self.critic_trunk, self.critic)
-        self.target_encoder, self.target_trunk, self.target = (
-            copy.deepcopy(m).requires_grad_(False) for m in online)
+        self.target_encoder = (copy.deepcopy(self.encoder).requires_grad_(False)
+                               if enc.target_encoder else None)
+        self.target_trunk, self.target = (
+            copy.deepcopy(m).requires_grad_(False) for m in online[1:])
         self.log_alpha = torch.tensor(float(np.log(enc.pixel_init_alpha)), device=device,
                                       requires_grad=True)
         self.target_entropy = float(
@@ -68,11 +71,18 @@ class PixelSAC:
         self._actor_params = module_params(self.actor_trunk, self.actor)
         self.critic_opt = FlatAdam([(self._critic_params, enc.pixel_lr)])
         self.actor_opt = FlatAdam([(self._actor_params, enc.pixel_lr), ([self.log_alpha], enc.pixel_lr)])
-        self._target_flat = flatten_(module_params(self.target_encoder, self.target_trunk, self.target))
+        targets = [m for m in (self.target_encoder, self.target_trunk, self.target) if m is not None]
+        self._target_flat = flatten_(module_params(*targets))
         n_enc = sum(p.numel() for p in self.encoder.parameters())
         tau = torch.full_like(self._target_flat, enc.pixel_tau)
-        tau[:n_enc] = enc.encoder_tau
+        if enc.target_encoder:
+            tau[:n_enc] = enc.encoder_tau
+            n_enc = 0
         self._tau = tau  # per element: the encoder's step, then the trunk's and the heads'
+        # what the target lerps toward: the critic optimizer's flat buffer, from the encoder's
+        # parameters on (with a target encoder) or from the trunk's
+        self._target_src = self.critic_opt.flat[n_enc:]
+        self.modules = tuple(m for m in self.MODULES if getattr(self, m) is not None)
         for name in self.PIECES:
             setattr(self, name, getattr(self, name + "_eager"))
 
@@ -120,7 +130,8 @@ class PixelSAC:
         """The online features of the next frames (the actor's next actions) and the target
         encoder's (the target critics)."""
         with self.autocast():
-            return self.encoder(pixels), self.target_encoder(pixels)
+            h = self.encoder(pixels)
+            return h, (h if self.target_encoder is None else self.target_encoder(pixels))
 
     def _actor_pass_eager(self, h_pair):
         with self.autocast():
@@ -164,7 +175,7 @@ class PixelSAC:
         self.critic_opt.step(list(c_grads))
         self.actor_opt.step([*a_grads, alpha_grad])
         with torch.no_grad():
-            self._target_flat.lerp_(self.critic_opt.flat, self._tau)
+            self._target_flat.lerp_(self._target_src, self._tau)
         alpha_loss = alpha.log() * alpha_grad
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss, alpha,
                             q.detach().mean(), -logp_pi.detach().mean(), torch.ones_like(alpha)])
@@ -201,7 +212,7 @@ class PixelSAC:
 
     def state_dict(self) -> dict:
         return {
-            **{name: getattr(self, name).state_dict() for name in self.MODULES},
+            **{name: getattr(self, name).state_dict() for name in self.modules},
             "log_alpha": self.log_alpha.detach().cpu(),
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
@@ -213,7 +224,10 @@ class PixelSAC:
         if not state.get("pixels"):
             raise ValueError("the checkpoint is of a state-env learner; this learner's env is "
                              "from pixels")
-        for name in self.MODULES:
+        for name in self.modules:
+            if name not in state:
+                raise ValueError(f"the checkpoint has no {name}: it was trained with another "
+                                 f"learner.encoder.target_encoder")
             getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])

@@ -61,3 +61,23 @@ def test_one_update_trains_the_encoder_through_the_critic():
     other.load_state_dict(state)
     np.testing.assert_array_equal(other.policy_weights(1).tensors[0].data,
                                   sac.policy_weights(1).tensors[0].data)
+
+
+def test_without_a_target_encoder_the_targets_read_the_online_features():
+    cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
+                             target_encoder=False)
+    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    assert sac.target_encoder is None and "target_encoder" not in sac.state_dict()
+    g = torch.Generator().manual_seed(1)
+    batch = {"pixels": torch.randint(0, 256, (6, 2, 9, 16, 16), dtype=torch.uint8, generator=g),
+             "action": torch.rand(6, 2, generator=g) * 2 - 1, "reward": torch.randn(6, generator=g),
+             "terminated": torch.zeros(6), "discount": torch.full((6,), 0.99)}
+    head_t0 = sac.target.head.weight.detach().clone()
+    assert torch.isfinite(sac.update_on(batch)).all()
+    head = sac.critic.head.weight.detach()
+    torch.testing.assert_close(sac.target.head.weight, head_t0 + 0.01 * (head - head_t0))
+    with_target = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,))
+    other = PixelSAC(with_target.algorithm, with_target.encoder, with_target.compute, (3, 16, 16), 3,
+                     2, [-1, -1], [1, 1], "cpu")
+    with pytest.raises(ValueError, match="target_encoder"):
+        other.load_state_dict(sac.state_dict())

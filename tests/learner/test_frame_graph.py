@@ -55,7 +55,7 @@ def run(step, calls: int, seed: int = 123) -> torch.Tensor:
 
 
 def params(sac: PixelSAC) -> list[torch.Tensor]:
-    return [p for name in PixelSAC.MODULES for p in getattr(sac, name).parameters()] + [sac.log_alpha]
+    return [p for name in sac.modules for p in getattr(sac, name).parameters()] + [sac.log_alpha]
 
 
 def assert_parity(a, b, la, lb, rtol, atol) -> None:
@@ -76,22 +76,24 @@ def test_warmup_rollback_leaves_no_trace_cpu() -> None:
     assert_parity(a, b, la, lb, rtol=0, atol=0)
 
 
-def test_updates_per_call_loop_equals_single_calls_cpu() -> None:
-    a, replay = make("cpu")
-    b, _ = make("cpu", rows=0)
+@pytest.mark.parametrize("target_encoder", [True, False])
+def test_updates_per_call_loop_equals_single_calls_cpu(target_encoder: bool) -> None:
+    a, replay = make("cpu", target_encoder=target_encoder)
+    b, _ = make("cpu", rows=0, target_encoder=target_encoder)
     la = run(GraphedUpdate(a, replay, 2), 2)
     lb = run(GraphedUpdate(b, replay, 1), 4)[1::2]
     assert_parity(a, b, la, lb, rtol=0, atol=0)
 
 
 @cuda
-def test_graph_equals_eager_cuda() -> None:
+@pytest.mark.parametrize("target_encoder", [True, False])
+def test_graph_equals_eager_cuda(target_encoder: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
     try:
-        a, replay = make("cuda")
-        b, _ = make("cuda", rows=0)
+        a, replay = make("cuda", target_encoder=target_encoder)
+        b, _ = make("cuda", rows=0, target_encoder=target_encoder)
         ga = GraphedUpdate(a, replay, 2, cuda_graph=True)
         la = run(ga, 3)
         lb = run(GraphedUpdate(b, replay, 2, cuda_graph=False), 3)
