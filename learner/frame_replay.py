@@ -11,7 +11,8 @@ until frame g + Fcap overwrites it, so "slot g % Fcap still holds g" (gid[g % Fc
 one exact test of whether a frame is there. A stack follows `prev` S - 1 times; a link that is -1
 (an episode's first frame) or fails that test (the older frame was overwritten, or was never
 known to this learner) stops the walk, and the oldest frame reached is repeated: an episode's
-start is padded as PIXELS.md has it, and an overwritten frame pads as an episode start.
+start is padded as proto/herd.proto has it (EnvSpec.frame_stack), and an overwritten frame
+pads as an episode start.
 
 Rows are sampled from a window of the newest rows whose obs frame is still in the ring: the
 frame ring is sized a little above the row ring (`frame_margin`) so that the window is nearly
@@ -218,9 +219,9 @@ class FrameReplay:
             start = (self.pos - count) % self.capacity
             idx = (start + np.arange(min(count, 4096))) % self.capacity
             dead = self._row_obs[idx] < oldest_alive
-            lead = len(dead) if dead.all() else int(np.argmin(dead))
-            count -= lead
-            if lead < len(dead):
+            gone = len(dead) if dead.all() else int(np.argmin(dead))
+            count -= gone
+            if gone < len(dead):
                 break
         self.size = count
         window = np.array([(self.pos - count) % self.capacity, count], np.int64)

@@ -127,7 +127,7 @@ MAX_FRAME_NUMBER = 2**62
 
 
 def check_frames(arrays: dict, session: Session) -> None:
-    """A pixel batch's frame numbers (PIXELS.md): frame_prev of frame n in [-1, n), obs_frame
+    """A pixel batch's frame numbers (proto/herd.proto): frame_prev of frame n in [-1, n), obs_frame
     and next_frame in [0, the batch's newest frame], next_frame after obs_frame. Numbers below
     first_frame name frames of the actor's earlier batches: whether the learner still holds
     them is the frame replay's question (learner/frame_replay.py). Adds the actor's identity,
