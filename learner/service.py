@@ -8,6 +8,12 @@
                                     ├─ ReplayTable (learner/replay_table.py: ring + limiter)
                                     └─ update ─► WeightPublisher ─► WatchWeights streams
 
+A pixel env (EnvSpec.frame_stack > 0) takes the same path with its own parts: ingest always
+here (its batches reach the training thread whole, as validated), FrameTable and FrameReplay
+(learner/frame_replay.py: frame numbers -> device slots, stacks gathered by index) and PixelSAC
+(learner/pixel_sac.py); it publishes PolicyWeights arch "conv". Its frame replay is not saved
+in checkpoints (the networks and optimizers are).
+
 torch and the learner's parts are imported in Learner.__init__, not here: the driver imports
 this module for the actor class alone, and torch would cost its start-up seconds.
 """
