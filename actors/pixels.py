@@ -14,6 +14,7 @@ earlier `import mujoco` (gymnasium's envs, the actor's fast path) does not matte
 
 from __future__ import annotations
 
+import atexit
 import glob
 import importlib
 import os
@@ -56,13 +57,28 @@ def select_gl(choice: str = "auto") -> str:
 
 
 class _Model:
-    """What one model needs in the shared context: its uploaded meshes and textures, a scene."""
+    """What one model needs in the shared context: its uploaded meshes and textures, a scene.
 
-    def __init__(self, model: mujoco.MjModel):
+    The shadow map is sized to the frames (4x their side, at least 256) instead of the model's
+    own (2048-4096, made for full-screen views): at 84x84 the shadows look the same and cost a
+    fraction (bench/results/render-*.json, effects on)."""
+
+    def __init__(self, model: mujoco.MjModel, frame_size: int):
+        quality = model.vis.quality
+        quality.shadowsize = min(quality.shadowsize, max(256, 4 * frame_size))
         self.scene = mujoco.MjvScene(model, maxgeom=max(1000, 2 * model.ngeom))
         self.context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.context)
-        self.max_size = min(model.vis.global_.offwidth, model.vis.global_.offheight)
+        self.width, self.height = model.vis.global_.offwidth, model.vis.global_.offheight
+        self.max_size = min(self.width, self.height)
+        self._buffers: dict[tuple[int, int], np.ndarray] = {}
+
+    def buffer(self, height: int, width: int) -> np.ndarray:
+        """A reused [height, width, 3] uint8 array for glReadPixels."""
+        rgb = self._buffers.get((height, width))
+        if rgb is None:
+            rgb = self._buffers[height, width] = np.empty((height, width, 3), np.uint8)
+        return rgb
 
 
 class SharedContext:
@@ -80,11 +96,23 @@ class SharedContext:
         self._models: dict[int, _Model] = {}
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()
+        atexit.register(self.close)  # while PyOpenGL is whole: its teardown at exit raises otherwise
 
-    def model(self, model: mujoco.MjModel) -> _Model:
+    def close(self) -> None:
+        """Free the models' GL resources, then the context."""
+        if self._gl is not None:
+            self._gl.make_current()
+            for m in self._models.values():
+                m.context.free()
+            self._models.clear()
+            self._gl.free()
+            self._gl = None
+
+    def model(self, model: mujoco.MjModel, frame_size: int = 84) -> _Model:
+        """The model's entry, made at its first use (frame_size sets its shadow map)."""
         entry = self._models.get(model.signature)
         if entry is None:
-            entry = self._models[model.signature] = _Model(model)
+            entry = self._models[model.signature] = _Model(model, frame_size)
         return entry
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera: mujoco.MjvCamera, effects: bool,
@@ -97,6 +125,33 @@ class SharedContext:
         m.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = effects
         mujoco.mjr_render(rect, m.scene, m.context)
         mujoco.mjr_readPixels(rgb, None, rect, m.context)
+
+    def render_tiled(self, views: list[tuple[mujoco.MjModel, mujoco.MjData, mujoco.MjvCamera, bool]],
+                     size: int) -> list[np.ndarray]:
+        """Frames [3, size, size] of several views of one model, rendered side by side in the
+        offscreen buffer and read back with one glReadPixels per buffer full: one GPU sync for
+        many envs instead of one each."""
+        m = self.model(views[0][0])
+        cols = max(1, m.width // size)
+        per_read = cols * max(1, m.height // size)
+        frames = []
+        for start in range(0, len(views), per_read):
+            chunk = views[start:start + per_read]
+            rows = -(-len(chunk) // cols)
+            for i, (model, data, camera, effects) in enumerate(chunk):
+                mujoco.mjv_updateScene(model, data, self._option, self._perturb, camera,
+                                       mujoco.mjtCatBit.mjCAT_ALL, m.scene)
+                m.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = effects
+                m.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = effects
+                mujoco.mjr_render(mujoco.MjrRect(i % cols * size, i // cols * size, size, size), m.scene,
+                                  m.context)
+            width = min(len(chunk), cols) * size
+            rgb = m.buffer(rows * size, width)
+            mujoco.mjr_readPixels(rgb, None, mujoco.MjrRect(0, 0, width, rows * size), m.context)
+            for i in range(len(chunk)):
+                y, x = i // cols * size, i % cols * size
+                frames.append(np.ascontiguousarray(rgb[y:y + size, x:x + size][::-1].transpose(2, 0, 1)))
+        return frames
 
 
 _SHARED: SharedContext | None = None
@@ -157,7 +212,7 @@ class PixelEnv(gym.Wrapper):
             raise TypeError(f"{type(u).__name__}: pixels need a MuJoCo env (unwrapped.model / .data)")
         self.pixel_config = cfg
         self._context = shared_context(cfg.gl)
-        if cfg.size > self._context.model(u.model).max_size:
+        if cfg.size > self._context.model(u.model, cfg.size).max_size:
             raise ValueError(f"env.pixels.size {cfg.size} exceeds the model's offscreen buffer "
                              f"(<visual><global offwidth/offheight> in its XML)")
         self._camera = make_camera(env, cfg.camera)
@@ -171,15 +226,39 @@ class PixelEnv(gym.Wrapper):
         self._context.render(u.model, u.data, self._camera, self.pixel_config.effects, self._rect, self._rgb)
         return np.ascontiguousarray(self._rgb[::-1].transpose(2, 0, 1))
 
+    def view(self) -> tuple[mujoco.MjModel, mujoco.MjData, mujoco.MjvCamera, bool]:
+        u = self.env.unwrapped
+        return u.model, u.data, self._camera, self.pixel_config.effects
+
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
         _, info = self.env.reset(**kwargs)
         return self.frame(), info
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def advance(self, action: Any) -> tuple[float, bool, bool, dict]:
+        """step() without its frame: the action repeated, the rewards summed (render_frames
+        then renders the frames of many envs at once)."""
         total = 0.0
         for _ in range(self.pixel_config.action_repeat):
             _, reward, terminated, truncated, info = self.env.step(action)
             total += float(reward)
             if terminated or truncated:
                 break
-        return self.frame(), total, terminated, truncated, info
+        return total, terminated, truncated, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        reward, terminated, truncated, info = self.advance(action)
+        return self.frame(), reward, terminated, truncated, info
+
+
+def render_frames(envs: list[PixelEnv]) -> list[np.ndarray]:
+    """The current frame of each env (as PixelEnv.frame() gives it), envs of one model and size
+    rendered tiled through the shared context."""
+    frames: list[np.ndarray | None] = [None] * len(envs)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, env in enumerate(envs):
+        groups.setdefault((env.unwrapped.model.signature, env.pixel_config.size), []).append(i)
+    context = shared_context()
+    for (_, size), idx in groups.items():
+        for i, frame in zip(idx, context.render_tiled([envs[i].view() for i in idx], size), strict=True):
+            frames[i] = frame
+    return frames
