@@ -63,8 +63,14 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     env.close()
     obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
     cfg = LearnerConfig.from_saved(state.get("config", {}), device="cpu")  # either layout
-    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, obs_dim, action_dim,
-              d["action_low"], d["action_high"], "cpu")
+    if d.get("frame_stack"):  # a pixel env's learner: the conv encoder's SAC
+        from herd.learner.pixel_sac import PixelSAC
+
+        sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"], d["frame_stack"],
+                       action_dim, d["action_low"], d["action_high"], "cpu")
+    else:
+        sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, obs_dim, action_dim,
+                  d["action_low"], d["action_high"], "cpu")
     try:
         sac.load_state_dict(state["sac"])
     except (RuntimeError, KeyError) as e:  # torch lists every mismatched tensor: keep the first

@@ -361,7 +361,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     start = time.monotonic()
     # ---- the env spec every component agrees on ----
     spec = codec.spec_to_proto(cfg.env.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
-                               d["action_low"], d["action_high"])
+                               d["action_low"], d["action_high"], frame_stack=d.get("frame_stack", 0))
     # ---- learner (GPU) -> controller -> env actors (CPU) ----
     ckpt_dir = str(run_dir / "checkpoint")
     placed = {}
