@@ -25,8 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import console, header, result_path, save
-
 ENVS = ("Walker2d-v5", "dm_control/walker-walk-v0")
 
 
@@ -85,11 +83,14 @@ def measure(env_id: str, size: int, effects: bool, processes: int, n_envs: int, 
 
 
 def main() -> None:
+    from bench.common import console, header, result_path, save  # torch: not in the spawned workers
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--processes", type=int, default=15, help="processes of the N-process layouts")
     ap.add_argument("--envs-per-process", type=int, default=8, help="envs per process of the tiled layouts")
     ap.add_argument("--layouts", nargs="+", default=None,
-                    help="PxE:mode entries (default: 1x1:step Nx1:step 1xE:tiled NxE:tiled)")
+                    help="PxE:mode entries (default: 1x1:step Nx1:step 1xE:tiled NxE:tiled, and N/5 "
+                         "processes of 5E envs tiled: fewer, larger processes)")
     ap.add_argument("--envs", nargs="+", default=list(ENVS))
     ap.add_argument("--sizes", nargs="+", type=int, default=[84, 128])
     ap.add_argument("--effects", nargs="+", choices=["off", "on"], default=["off", "on"])
@@ -100,7 +101,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     n, e = args.processes, args.envs_per_process
-    layouts = args.layouts or ["1x1:step", f"{n}x1:step", f"1x{e}:tiled", f"{n}x{e}:tiled"]
+    layouts = args.layouts or list(dict.fromkeys(
+        ["1x1:step", f"{n}x1:step", f"1x{e}:tiled", f"{n}x{e}:tiled", f"{max(1, n // 5)}x{5 * e}:tiled"]))
     info = header("rendered frames/s of pixel envs")
     path = result_path(f"render-{info['date']}", args.out, args.quick)
     records = []
