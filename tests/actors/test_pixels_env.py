@@ -125,7 +125,8 @@ def test_state_env_unchanged_and_without_gl() -> None:
             "print(obs.dtype, obs.shape, d['obs_dtype'], d['frame_stack'], type(env).__name__,"
             " sorted({m.split('.')[0] for m in sys.modules if m.startswith(('dm_control', 'OpenGL', 'herd.actors.pixels'))"
             " or m.startswith('herd.actors.dmc')}))")
-    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}  # a fresh process, not this one's GL choice
+    # a process of its own, without the GL choice this one made
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     assert out == ["float64", "(17,)", "float32", "0", "TimeLimit", "[]"]
