@@ -10,6 +10,7 @@ really ends) as termination.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -41,9 +42,17 @@ def _adapt_dm_control_tables() -> None:
 
 
 def _suite():
-    _adapt_dm_control_tables()
-    from dm_control import suite
-
+    # dm_control picks a renderer of its own when imported, trying GLFW where MUJOCO_GL is unset
+    # (a warning on a node without a display); frames come from actors/pixels.py, not from it
+    unset = "MUJOCO_GL" not in os.environ
+    if unset:
+        os.environ["MUJOCO_GL"] = "disable"
+    try:
+        _adapt_dm_control_tables()
+        from dm_control import suite
+    finally:
+        if unset:
+            del os.environ["MUJOCO_GL"]
     return suite
 
 

@@ -6,7 +6,9 @@ RGB frame, uint8 [3, size, size]; a step repeats the action `action_repeat` time
 rewards. Frame stacking is the actor's (it keeps frame numbers, PIXELS.md's wire).
 
 All envs of a process render through one OpenGL context (`shared_context()`): separate contexts
-in one process or many contend for the GPU (bench/render.py measures it). MuJoCo picks its GL
+in one process or many contend for the GPU (bench/render.py measures it). A GL context is
+current in one thread at a time, so each thread that renders has its own (an actor that makes
+its envs on one thread and steps them on another: the second renders, the first sits idle). MuJoCo picks its GL
 backend from MUJOCO_GL when it is imported, and PyOpenGL from PYOPENGL_PLATFORM, so
 `select_gl` sets both; the context is made from the chosen backend's module directly, so an
 earlier `import mujoco` (gymnasium's envs, the actor's fast path) does not matter.
@@ -15,10 +17,12 @@ earlier `import mujoco` (gymnasium's envs, the actor's fast path) does not matte
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import importlib
 import os
 import sys
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -82,8 +86,8 @@ class _Model:
 
 
 class SharedContext:
-    """One GL context per process; per model signature one MjrContext and one MjvScene, so
-    envs of the same robot share uploads. Rendering is sequential: one env after another."""
+    """One thread's GL context; per model signature one MjrContext and one MjvScene, so envs of
+    the same robot share uploads. Rendering is sequential: one env after another."""
 
     def __init__(self, backend: str):
         self.backend = backend
@@ -94,31 +98,43 @@ class SharedContext:
                                "install libegl-mesa0 libgl1-mesa-dri libosmesa6 (software GL)") from None
         self._gl.make_current()
         self._models: dict[int, _Model] = {}
+        self._bound: _Model | None = None
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()
         atexit.register(self.close)  # while PyOpenGL is whole: its teardown at exit raises otherwise
 
     def close(self) -> None:
-        """Free the models' GL resources, then the context."""
-        if self._gl is not None:
-            self._gl.make_current()
+        """Free the models' GL resources, then the context (at exit: as far as it goes when the
+        context is still current in another thread)."""
+        if self._gl is None:
+            return
+        gl, self._gl = self._gl, None
+        with contextlib.suppress(Exception):
+            gl.make_current()
             for m in self._models.values():
                 m.context.free()
-            self._models.clear()
-            self._gl.free()
-            self._gl = None
+        with contextlib.suppress(Exception):
+            gl.free()
+        self._models.clear()
 
     def model(self, model: mujoco.MjModel, frame_size: int = 84) -> _Model:
-        """The model's entry, made at its first use (frame_size sets its shadow map)."""
+        """The model's entry, made at its first use (frame_size sets its shadow map), in this
+        context made current (a gymnasium viewer of the same thread may have taken over) with
+        the model's offscreen framebuffer bound: MuJoCo binds it only when its context's buffer
+        changes, so after another model's frame GL would still draw into that model's."""
+        self._gl.make_current()
         entry = self._models.get(model.signature)
         if entry is None:
             entry = self._models[model.signature] = _Model(model, frame_size)
+        if entry is not self._bound:
+            mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, entry.context)
+            self._bound = entry
         return entry
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera: mujoco.MjvCamera, effects: bool,
                rect: mujoco.MjrRect, rgb: np.ndarray) -> None:
         """Render into rgb ([H, W, 3] uint8, C-contiguous, bottom row first as GL reads it)."""
-        m = self.model(model)
+        m = self.model(model, rect.width)
         mujoco.mjv_updateScene(model, data, self._option, self._perturb, camera, mujoco.mjtCatBit.mjCAT_ALL,
                                m.scene)
         m.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = effects
@@ -131,7 +147,7 @@ class SharedContext:
         """Frames [3, size, size] of several views of one model, rendered side by side in the
         offscreen buffer and read back with one glReadPixels per buffer full: one GPU sync for
         many envs instead of one each."""
-        m = self.model(views[0][0])
+        m = self.model(views[0][0], size)
         cols = max(1, m.width // size)
         per_read = cols * max(1, m.height // size)
         frames = []
@@ -154,15 +170,15 @@ class SharedContext:
         return frames
 
 
-_SHARED: SharedContext | None = None
+_LOCAL = threading.local()
 
 
 def shared_context(gl: str = "auto") -> SharedContext:
-    """This process's one GL context (made at the first call, with select_gl(gl))."""
-    global _SHARED
-    if _SHARED is None:
-        _SHARED = SharedContext(select_gl(gl))
-    return _SHARED
+    """The calling thread's GL context, made at its first call (with select_gl(gl))."""
+    context = getattr(_LOCAL, "context", None)
+    if context is None:
+        context = _LOCAL.context = SharedContext(select_gl(gl))
+    return context
 
 
 def make_camera(env: gym.Env, camera: str | int | None) -> mujoco.MjvCamera:
@@ -211,8 +227,7 @@ class PixelEnv(gym.Wrapper):
                 not isinstance(getattr(u, "data", None), mujoco.MjData):
             raise TypeError(f"{type(u).__name__}: pixels need a MuJoCo env (unwrapped.model / .data)")
         self.pixel_config = cfg
-        self._context = shared_context(cfg.gl)
-        if cfg.size > self._context.model(u.model, cfg.size).max_size:
+        if cfg.size > shared_context(cfg.gl).model(u.model, cfg.size).max_size:
             raise ValueError(f"env.pixels.size {cfg.size} exceeds the model's offscreen buffer "
                              f"(<visual><global offwidth/offheight> in its XML)")
         self._camera = make_camera(env, cfg.camera)
@@ -223,7 +238,8 @@ class PixelEnv(gym.Wrapper):
     def frame(self) -> np.ndarray:
         """The camera's view now: a new uint8 array [3, H, W] (rows top first)."""
         u = self.env.unwrapped
-        self._context.render(u.model, u.data, self._camera, self.pixel_config.effects, self._rect, self._rgb)
+        shared_context(self.pixel_config.gl).render(u.model, u.data, self._camera, self.pixel_config.effects,
+                                                    self._rect, self._rgb)
         return np.ascontiguousarray(self._rgb[::-1].transpose(2, 0, 1))
 
     def view(self) -> tuple[mujoco.MjModel, mujoco.MjData, mujoco.MjvCamera, bool]:
@@ -257,7 +273,9 @@ def render_frames(envs: list[PixelEnv]) -> list[np.ndarray]:
     groups: dict[tuple[int, int], list[int]] = {}
     for i, env in enumerate(envs):
         groups.setdefault((env.unwrapped.model.signature, env.pixel_config.size), []).append(i)
-    context = shared_context()
+    if not envs:
+        return []
+    context = shared_context(envs[0].pixel_config.gl)
     for (_, size), idx in groups.items():
         for i, frame in zip(idx, context.render_tiled([envs[i].view() for i in idx], size), strict=True):
             frames[i] = frame

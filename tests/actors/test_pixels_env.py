@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import mujoco
 import numpy as np
@@ -106,6 +107,34 @@ def test_tiled_rendering_matches_one_frame_at_a_time() -> None:
     for a, b in zip(single, pixels.render_frames(envs), strict=True):
         diff = np.abs(a.astype(np.int16) - b)
         assert diff.mean() < 0.5 and (diff <= 2).mean() > 0.99  # rasterised at another offset
+
+
+def _frame_on_a_new_thread(env) -> np.ndarray:
+    """The env's frame rendered through a GL context of its own (a new thread's)."""
+    out = []
+    worker = threading.Thread(target=lambda: out.append(env.frame()))
+    worker.start()
+    worker.join(30)
+    return out[0]
+
+
+def test_frames_of_two_robots_in_one_process_stay_their_own() -> None:
+    for env_id in (WALKER, "Walker2d-v5"):  # two models drawn before, at another size
+        make_env(EnvConfig(id=env_id, pixels=PixelConfig(size=84))).reset(seed=0)
+    walker = make_env(EnvConfig(id=WALKER, pixels=PixelConfig(size=32)))
+    here, _ = walker.reset(seed=4)
+    np.testing.assert_array_equal(here, _frame_on_a_new_thread(walker))
+
+
+def test_envs_made_on_one_thread_render_on_another() -> None:
+    env = make_env(EnvConfig(id=WALKER, pixels=PixelConfig(size=32)))
+    here, _ = env.reset(seed=4)
+    there = []
+    worker = threading.Thread(target=lambda: there.extend([env.frame(), pixels.render_frames([env])[0]]))
+    worker.start()
+    worker.join(30)
+    np.testing.assert_array_equal(here, there[0])
+    assert np.abs(here.astype(np.int16) - there[1]).mean() < 0.5
 
 
 @pytest.mark.parametrize(("env_id", "says"), [
