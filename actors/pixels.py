@@ -60,16 +60,22 @@ def select_gl(choice: str = "auto") -> str:
     return choice
 
 
+# What one env's frame is drawn from: the MuJoCo structs, the camera and the env's settings.
+View = tuple[mujoco.MjModel, mujoco.MjData, mujoco.MjvCamera, PixelConfig]
+
+
 class _Model:
     """What one model needs in the shared context: its uploaded meshes and textures, a scene.
 
     The shadow map is sized to the frames (4x their side, at least 256) instead of the model's
     own (2048-4096, made for full-screen views): at 84x84 the shadows look the same and cost a
-    fraction (bench/results/render-*.json, effects on)."""
+    fraction. Without antialias the offscreen buffer has no multisampling (bench/results/render-*)."""
 
-    def __init__(self, model: mujoco.MjModel, frame_size: int):
+    def __init__(self, model: mujoco.MjModel, cfg: PixelConfig):
         quality = model.vis.quality
-        quality.shadowsize = min(quality.shadowsize, max(256, 4 * frame_size))
+        quality.shadowsize = min(quality.shadowsize, max(256, 4 * cfg.size))
+        if not cfg.antialias:
+            quality.offsamples = 0
         self.scene = mujoco.MjvScene(model, maxgeom=max(1000, 2 * model.ngeom))
         self.context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.context)
@@ -97,7 +103,7 @@ class SharedContext:
             raise RuntimeError(f"no offscreen OpenGL ({backend}): {type(e).__name__}: {e}. On Debian: apt-get "
                                "install libegl-mesa0 libgl1-mesa-dri libosmesa6 (software GL)") from None
         self._gl.make_current()
-        self._models: dict[int, _Model] = {}
+        self._models: dict[tuple[int, bool], _Model] = {}
         self._bound: _Model | None = None
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()
@@ -117,50 +123,49 @@ class SharedContext:
             gl.free()
         self._models.clear()
 
-    def model(self, model: mujoco.MjModel, frame_size: int = 84) -> _Model:
-        """The model's entry, made at its first use (frame_size sets its shadow map), in this
-        context made current (a gymnasium viewer of the same thread may have taken over) with
-        the model's offscreen framebuffer bound: MuJoCo binds it only when its context's buffer
-        changes, so after another model's frame GL would still draw into that model's."""
+    def model(self, model: mujoco.MjModel, cfg: PixelConfig) -> _Model:
+        """The model's entry, made at its first use, in this context made current (a gymnasium
+        viewer of the same thread may have taken over) with the model's offscreen framebuffer
+        bound: MuJoCo binds it only when its context's buffer changes, so after another model's
+        frame GL would still draw into that model's."""
         self._gl.make_current()
-        entry = self._models.get(model.signature)
+        key = (model.signature, cfg.antialias)
+        entry = self._models.get(key)
         if entry is None:
-            entry = self._models[model.signature] = _Model(model, frame_size)
+            entry = self._models[key] = _Model(model, cfg)
         if entry is not self._bound:
             mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, entry.context)
             self._bound = entry
         return entry
 
-    def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera: mujoco.MjvCamera, effects: bool,
-               rect: mujoco.MjrRect, rgb: np.ndarray) -> None:
-        """Render into rgb ([H, W, 3] uint8, C-contiguous, bottom row first as GL reads it)."""
-        m = self.model(model, rect.width)
+    def _draw(self, m: _Model, view: View, rect: mujoco.MjrRect) -> None:
+        model, data, camera, cfg = view
         mujoco.mjv_updateScene(model, data, self._option, self._perturb, camera, mujoco.mjtCatBit.mjCAT_ALL,
                                m.scene)
-        m.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = effects
-        m.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = effects
+        m.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = cfg.effects
+        m.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = cfg.effects
         mujoco.mjr_render(rect, m.scene, m.context)
+
+    def render(self, view: View, rect: mujoco.MjrRect, rgb: np.ndarray) -> None:
+        """Render into rgb ([H, W, 3] uint8, C-contiguous, bottom row first as GL reads it)."""
+        m = self.model(view[0], view[3])
+        self._draw(m, view, rect)
         mujoco.mjr_readPixels(rgb, None, rect, m.context)
 
-    def render_tiled(self, views: list[tuple[mujoco.MjModel, mujoco.MjData, mujoco.MjvCamera, bool]],
-                     size: int) -> list[np.ndarray]:
-        """Frames [3, size, size] of several views of one model, rendered side by side in the
-        offscreen buffer and read back with one glReadPixels per buffer full: one GPU sync for
-        many envs instead of one each."""
-        m = self.model(views[0][0], size)
+    def render_tiled(self, views: list[View]) -> list[np.ndarray]:
+        """Frames [3, size, size] of several views of one model at one size and antialias,
+        rendered side by side in the offscreen buffer and read back with one glReadPixels per
+        buffer full: one GPU sync for many envs instead of one each."""
+        m = self.model(views[0][0], views[0][3])
+        size = views[0][3].size
         cols = max(1, m.width // size)
         per_read = cols * max(1, m.height // size)
         frames = []
         for start in range(0, len(views), per_read):
             chunk = views[start:start + per_read]
             rows = -(-len(chunk) // cols)
-            for i, (model, data, camera, effects) in enumerate(chunk):
-                mujoco.mjv_updateScene(model, data, self._option, self._perturb, camera,
-                                       mujoco.mjtCatBit.mjCAT_ALL, m.scene)
-                m.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = effects
-                m.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = effects
-                mujoco.mjr_render(mujoco.MjrRect(i % cols * size, i // cols * size, size, size), m.scene,
-                                  m.context)
+            for i, view in enumerate(chunk):
+                self._draw(m, view, mujoco.MjrRect(i % cols * size, i // cols * size, size, size))
             width = min(len(chunk), cols) * size
             rgb = m.buffer(rows * size, width)
             mujoco.mjr_readPixels(rgb, None, mujoco.MjrRect(0, 0, width, rows * size), m.context)
@@ -227,7 +232,7 @@ class PixelEnv(gym.Wrapper):
                 not isinstance(getattr(u, "data", None), mujoco.MjData):
             raise TypeError(f"{type(u).__name__}: pixels need a MuJoCo env (unwrapped.model / .data)")
         self.pixel_config = cfg
-        if cfg.size > shared_context(cfg.gl).model(u.model, cfg.size).max_size:
+        if cfg.size > shared_context(cfg.gl).model(u.model, cfg).max_size:
             raise ValueError(f"env.pixels.size {cfg.size} exceeds the model's offscreen buffer "
                              f"(<visual><global offwidth/offheight> in its XML)")
         self._camera = make_camera(env, cfg.camera)
@@ -237,14 +242,12 @@ class PixelEnv(gym.Wrapper):
 
     def frame(self) -> np.ndarray:
         """The camera's view now: a new uint8 array [3, H, W] (rows top first)."""
-        u = self.env.unwrapped
-        shared_context(self.pixel_config.gl).render(u.model, u.data, self._camera, self.pixel_config.effects,
-                                                    self._rect, self._rgb)
+        shared_context(self.pixel_config.gl).render(self.view(), self._rect, self._rgb)
         return np.ascontiguousarray(self._rgb[::-1].transpose(2, 0, 1))
 
-    def view(self) -> tuple[mujoco.MjModel, mujoco.MjData, mujoco.MjvCamera, bool]:
+    def view(self) -> View:
         u = self.env.unwrapped
-        return u.model, u.data, self._camera, self.pixel_config.effects
+        return u.model, u.data, self._camera, self.pixel_config
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
         _, info = self.env.reset(**kwargs)
@@ -270,13 +273,14 @@ def render_frames(envs: list[PixelEnv]) -> list[np.ndarray]:
     """The current frame of each env (as PixelEnv.frame() gives it), envs of one model and size
     rendered tiled through the shared context."""
     frames: list[np.ndarray | None] = [None] * len(envs)
-    groups: dict[tuple[int, int], list[int]] = {}
+    groups: dict[tuple, list[int]] = {}
     for i, env in enumerate(envs):
-        groups.setdefault((env.unwrapped.model.signature, env.pixel_config.size), []).append(i)
+        cfg = env.pixel_config
+        groups.setdefault((env.unwrapped.model.signature, cfg.size, cfg.antialias), []).append(i)
     if not envs:
         return []
     context = shared_context(envs[0].pixel_config.gl)
-    for (_, size), idx in groups.items():
-        for i, frame in zip(idx, context.render_tiled([envs[i].view() for i in idx], size), strict=True):
+    for idx in groups.values():
+        for i, frame in zip(idx, context.render_tiled([envs[i].view() for i in idx]), strict=True):
             frames[i] = frame
     return frames

@@ -1,6 +1,6 @@
 """Rendered frames per second of pixel envs (actors/pixels.py) on one node: one process and N
-processes side by side (as N actors of a node), effects off and on, 84 and 128 pixels,
-gymnasium's Walker2d and DeepMind Control's walker.
+processes side by side (as N actors of a node), effects off and on, antialiasing on and off,
+84 and 128 pixels, gymnasium's Walker2d and DeepMind Control's walker.
 
 Each measurement starts `processes` fresh processes (spawned: each picks its GL backend as an
 actor does), each with `envs` pixel envs; they step together for --seconds with uniform random
@@ -28,15 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 ENVS = ("Walker2d-v5", "dm_control/walker-walk-v0")
 
 
-def _worker(env_id: str, size: int, effects: bool, n_envs: int, mode: str, action_repeat: int, gl: str,
-            seconds: float, seed: int, barrier, results) -> None:
+def _worker(env_id: str, size: int, effects: bool, antialias: bool, n_envs: int, mode: str,
+            action_repeat: int, gl: str, seconds: float, seed: int, barrier, results) -> None:
     import numpy as np
 
     from herd.actors import pixels
     from herd.actors.config import EnvConfig, PixelConfig
     from herd.actors.envs import make_env
 
-    cfg = EnvConfig(id=env_id, pixels=PixelConfig(size=size, effects=effects, action_repeat=action_repeat, gl=gl))
+    cfg = EnvConfig(id=env_id, pixels=PixelConfig(size=size, effects=effects, antialias=antialias,
+                                                  action_repeat=action_repeat, gl=gl))
     envs = [make_env(cfg) for _ in range(n_envs)]
     rng = np.random.default_rng(seed)
     for i, env in enumerate(envs):
@@ -63,11 +64,11 @@ def _worker(env_id: str, size: int, effects: bool, n_envs: int, mode: str, actio
     results.put((frames, time.perf_counter() - start, pixels.shared_context().backend))
 
 
-def measure(env_id: str, size: int, effects: bool, processes: int, n_envs: int, mode: str,
+def measure(env_id: str, size: int, effects: bool, antialias: bool, processes: int, n_envs: int, mode: str,
             action_repeat: int, gl: str, seconds: float) -> dict:
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(env_id, size, effects, n_envs, mode, action_repeat, gl, seconds,
+    procs = [ctx.Process(target=_worker, args=(env_id, size, effects, antialias, n_envs, mode, action_repeat, gl, seconds,
                                                seed, barrier, results), daemon=True)
              for seed in range(processes)]
     for p in procs:
@@ -77,7 +78,7 @@ def measure(env_id: str, size: int, effects: bool, processes: int, n_envs: int, 
         p.join(timeout=60)
     rates = [frames / elapsed for frames, elapsed, _ in got]
     total = sum(rates)
-    return dict(env=env_id, size=size, effects=effects, processes=processes, envs_per_process=n_envs,
+    return dict(env=env_id, size=size, effects=effects, antialias=antialias, processes=processes, envs_per_process=n_envs,
                 mode=mode, action_repeat=action_repeat, gl=got[0][2], frames_per_s_total=round(total, 1),
                 frames_per_s_per_process=round(total / processes, 1), seconds=seconds)
 
@@ -94,6 +95,8 @@ def main() -> None:
     ap.add_argument("--envs", nargs="+", default=list(ENVS))
     ap.add_argument("--sizes", nargs="+", type=int, default=[84, 128])
     ap.add_argument("--effects", nargs="+", choices=["off", "on"], default=["off", "on"])
+    ap.add_argument("--antialias", nargs="+", choices=["on", "off"], default=["on", "off"],
+                    help="multisampling; off is measured with effects off only")
     ap.add_argument("--action-repeat", type=int, default=2)
     ap.add_argument("--gl", choices=["auto", "egl", "osmesa"], default="auto", help="env.pixels.gl")
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -108,14 +111,16 @@ def main() -> None:
     records = []
     for env_id in args.envs:
         for size in args.sizes:
-            for effects in args.effects:
+            for effects, antialias in [(e, a) for e in args.effects for a in args.antialias
+                                       if a == "on" or e == "off"]:
                 for layout in layouts:
                     shape, mode = layout.split(":")
                     processes, n_envs = (int(x) for x in shape.split("x"))
-                    r = measure(env_id, size, effects == "on", processes, n_envs, mode, args.action_repeat,
-                                args.gl, args.seconds)
+                    r = measure(env_id, size, effects == "on", antialias == "on", processes, n_envs, mode,
+                                args.action_repeat, args.gl, args.seconds)
                     records.append({**r, **{k: info[k] for k in ("date", "machine", "torch", "cores", "command")}})
-                    console.print(f"{env_id:26} {size:4} effects {effects:3} {layout:9} {r['gl']:6} "
+                    console.print(f"{env_id:26} {size:4} effects {effects:3} antialias {antialias:3} "
+                                  f"{layout:9} {r['gl']:6} "
                                   f"{r['frames_per_s_total']:8.1f} frames/s, {r['frames_per_s_per_process']:.1f} "
                                   "per process", soft_wrap=True)
                     save(records, path)

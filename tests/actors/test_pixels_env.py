@@ -75,10 +75,20 @@ def test_effects_switch_shadows_and_reflections() -> None:
     for effects in (False, True):
         env = make_env(EnvConfig(id="Walker2d-v5", pixels=PixelConfig(size=32, effects=effects)))
         frames[effects], _ = env.reset(seed=0)
-        scene = pixels.shared_context().model(env.unwrapped.model).scene
+        scene = pixels.shared_context().model(env.unwrapped.model, env.pixel_config).scene
         assert scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] == effects
         assert scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] == effects
     assert _frames_differ(frames[False], frames[True])
+
+
+def test_antialias_off_renders_without_multisampling() -> None:
+    frames = {}
+    for antialias in (True, False):
+        env = make_env(EnvConfig(id="Hopper-v5", pixels=PixelConfig(size=32, antialias=antialias)))
+        frames[antialias], _ = env.reset(seed=0)
+        assert (env.unwrapped.model.vis.quality.offsamples == 0) == (not antialias)
+    diff = np.abs(frames[True].astype(np.int16) - frames[False])
+    assert diff.max() > 30 and diff.mean() < 10  # the same picture, its edges drawn otherwise
 
 
 def test_own_robot_is_seen_through_its_own_camera() -> None:
