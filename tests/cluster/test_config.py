@@ -25,9 +25,11 @@ def test_shipped_configs_load():
     assert {"demo.yaml", "humanoid.yaml", "hopper.yaml", "walker2d.yaml"} <= set(shipped)
     for name in shipped:
         cfg = load_config(ROOT / "configs" / name)
-        assert cfg.env.id.endswith("-v5"), name
-        stem = name.removesuffix(".yaml").removesuffix("-plain")
-        assert cfg.env.id.lower().startswith(stem) or name == "demo.yaml", name  # named for its task
+        task = cfg.env.id.removeprefix("dm_control/")
+        assert task.endswith("-v0" if task != cfg.env.id else "-v5"), name
+        stem = name.removesuffix(".yaml").removesuffix("-plain").removesuffix("-pixels")
+        assert task.lower().startswith(stem) or name == "demo.yaml", name  # named for its task
+        assert name.endswith("-pixels.yaml") == (cfg.env.pixels is not None), name
 
 
 def test_malformed_yaml_names_the_file(tmp_path):
