@@ -76,14 +76,19 @@ def parse_id(env_id: str) -> tuple[str, str]:
 class DMCEnv(gym.Env):
     """One suite task behind gymnasium's API. `model`/`data` are the MuJoCo structs to render."""
 
-    metadata = {"render_modes": []}  # noqa: RUF012 -- gymnasium's own class attribute
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012 -- gymnasium's own class attribute
 
     def __init__(self, domain: str, task: str, task_kwargs: dict | None = None,
-                 environment_kwargs: dict | None = None, visualize_reward: bool = False):
+                 environment_kwargs: dict | None = None, visualize_reward: bool = False,
+                 render_mode: str | None = None, width: int = 320, height: int = 240):
         self._env = _suite().load(domain, task, task_kwargs=dict(task_kwargs or {}),
                                   environment_kwargs=environment_kwargs, visualize_reward=visualize_reward)
         self.spec_id = f"{PREFIX}{domain}-{task}-v0"
         self.render_camera = _CAMERA.get(domain, 0)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{self.spec_id}: render_mode {render_mode!r}: only 'rgb_array'")
+        self.render_mode, self._render_size = render_mode, (width, height)
+        self.metadata = {**self.metadata, "render_fps": round(1.0 / self.dt)}
         spec = self._env.action_spec()
         self.action_space = gym.spaces.Box(spec.minimum.astype(np.float32), spec.maximum.astype(np.float32),
                                            dtype=np.float32)
@@ -111,6 +116,14 @@ class DMCEnv(gym.Env):
             self._env.task.random.seed(seed)
         return self._obs(self._env.reset().observation), {}
 
+    def render(self) -> np.ndarray | None:
+        """A [height, width, 3] picture from the domain's camera (`herd evaluate --video`)."""
+        if self.render_mode != "rgb_array":
+            return None
+        from herd.actors import pixels  # GL only where something is rendered
+
+        return pixels.picture(self, *self._render_size)
+
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         ts = self._env.step(action)
         terminated = ts.last() and ts.discount == 0.0
@@ -119,10 +132,11 @@ class DMCEnv(gym.Env):
 
 def make(env_id: str, kwargs: dict) -> DMCEnv:
     """The env of a dm_control/<domain>-<task>-v0 id; kwargs are suite.load's (task_kwargs,
-    environment_kwargs, visualize_reward). ValueError with one line for an unknown task."""
+    environment_kwargs, visualize_reward) and gymnasium's render_mode ("rgb_array"), width and
+    height. ValueError with one line for an unknown task."""
     domain, task = parse_id(env_id)
     try:
         return DMCEnv(domain, task, **kwargs)
     except TypeError as e:
-        raise ValueError(f"{env_id}: env.kwargs take task_kwargs, environment_kwargs, visualize_reward ({e})") \
-            from None
+        raise ValueError(f"{env_id}: env.kwargs take task_kwargs, environment_kwargs, visualize_reward, "
+                         f"render_mode, width, height ({e})") from None

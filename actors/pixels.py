@@ -269,6 +269,19 @@ class PixelEnv(gym.Wrapper):
         return self.frame(), reward, terminated, truncated, info
 
 
+def picture(env: gym.Env, width: int, height: int) -> np.ndarray:
+    """One [height, width, 3] uint8 picture of a MuJoCo env from its own camera (a video frame
+    of an env that has no renderer of its own), through this thread's context."""
+    rgb = np.empty((height, width, 3), np.uint8)
+    cfg = PixelConfig(size=min(512, max(16, width, height)))  # its size sets the shadow map only
+    context = shared_context()
+    if max(width, height) > context.model(env.unwrapped.model, cfg).max_size:
+        raise ValueError(f"a {width}x{height} picture exceeds the model's offscreen buffer")
+    context.render((env.unwrapped.model, env.unwrapped.data, make_camera(env, None), cfg),
+                   mujoco.MjrRect(0, 0, width, height), rgb)
+    return rgb[::-1].copy()
+
+
 def render_frames(envs: list[PixelEnv]) -> list[np.ndarray]:
     """The current frame of each env (as PixelEnv.frame() gives it), envs of one model and size
     rendered tiled through the shared context."""

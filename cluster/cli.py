@@ -804,7 +804,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "`herd export` file (.onnx, .torchscript.pt, .safetensors)")
     s.add_argument("--episodes", type=int, default=5)
     s.add_argument("--video", metavar="OUT.mp4",
-                   help="record the episodes (needs MUJOCO_GL=egl or osmesa and imageio-ffmpeg)")
+                   help="record the episodes, a pixel env's as its camera sees them (needs "
+                   "imageio-ffmpeg; a state env also MUJOCO_GL=egl or osmesa)")
     s.add_argument("--env", help="env id (default: the run's config.yaml)")
     s.add_argument("--working-dir", metavar="DIR", help="the folder holding the env's own package "
                    "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")

@@ -68,6 +68,11 @@ def test_dm_control_from_state_is_its_flat_observation() -> None:
     assert describe(env)["frame_stack"] == 0 and describe(env)["obs_dtype"] == "float32"
     again, _ = make_env(EnvConfig(id="dm_control/cheetah-run-v0")).reset(seed=0)
     np.testing.assert_array_equal(obs, again)  # the seed sets the task's initial state
+    video = make_env(EnvConfig(id="dm_control/cheetah-run-v0",
+                               kwargs={"render_mode": "rgb_array", "width": 64, "height": 48}))
+    video.reset(seed=0)
+    picture = video.render()  # what `herd evaluate --video` records
+    assert picture.shape == (48, 64, 3) and picture.dtype == np.uint8 and picture.std() > 5
 
 
 def test_effects_switch_shadows_and_reflections() -> None:
