@@ -81,16 +81,20 @@ def test_timeline_marks_every_phase_once(monkeypatch) -> None:
 def test_the_env_spec_travels_from_submit_to_the_driver(monkeypatch) -> None:
     import numpy as np
 
+    from herd.actors.config import EnvConfig, PixelConfig
     from herd.config import check_env
     from herd.startup import SPEC_ENV, spec_from_env, spec_to_env
 
     cfg = cfg_with()
-    built = check_env(cfg)
-    monkeypatch.setenv(SPEC_ENV, spec_to_env(cfg.env.id, built))
-    got = spec_from_env(cfg.env.id)
-    assert got.keys() == built.keys()
-    for k, v in built.items():
-        assert np.array_equal(np.asarray(got[k]), np.asarray(v)) and type(got[k]) is type(v), k
+    pixel = cfg.model_copy(update={"env": EnvConfig(id="InvertedPendulum-v5", pixels=PixelConfig(size=32))})
+    for c in (cfg, pixel):  # a pixel env's frame_stack too: the learner refuses a spec without it
+        built = check_env(c)
+        monkeypatch.setenv(SPEC_ENV, spec_to_env(c.env.id, built))
+        got = spec_from_env(c.env.id)
+        assert got.keys() == built.keys()
+        for k, v in built.items():
+            assert np.array_equal(np.asarray(got[k]), np.asarray(v)) and type(got[k]) is type(v), k
+    assert got["frame_stack"] == 3 and got["obs_dtype"] == "uint8"
     assert spec_from_env("Hopper-v5") is None  # another env's spec is never taken
     monkeypatch.delenv(SPEC_ENV)
     assert spec_from_env(cfg.env.id) is None
