@@ -3,7 +3,7 @@
 `PixelEnv` wraps any env whose `unwrapped` has MuJoCo `model` and `data` (gymnasium's MuJoCo
 envs, a user's own MujocoEnv, actors/dmc.py's DeepMind Control adapter). Its observation is one
 RGB frame, uint8 [3, size, size]; a step repeats the action `action_repeat` times and sums the
-rewards. Frame stacking is the actor's (it keeps frame numbers, PIXELS.md's wire).
+rewards. Frame stacking is the actor's (it keeps frame numbers, proto/herd.proto's frame fields).
 
 All envs of a process render through one OpenGL context (`shared_context()`): separate contexts
 in one process or many contend for the GPU (bench/render.py measures it). A GL context is

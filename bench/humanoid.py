@@ -255,7 +255,7 @@ def submit_one(config: str, seed: int, args, sets: list[str] = ()) -> tuple[str,
                           [f"run.max_seconds={args.seconds}", f"learner.algorithm.seed={seed}", f"actors.seed={seed}",
                            *args.set, *sets])
     # one file per run: several benches may submit at once
-    fd, name = tempfile.mkstemp(prefix=f"herd-bench-{cfg['env']['id']}-", suffix=".yaml")
+    fd, name = tempfile.mkstemp(prefix=f"herd-bench-{cfg['env']['id'].replace('/', '-')}-", suffix=".yaml")
     os.close(fd)
     cfg_path = Path(name)
     cfg_path.write_text(yaml.safe_dump(cfg))

@@ -84,3 +84,35 @@ def test_extra_wrappers_fall_back_to_the_plain_loop():
                   np.zeros(2, np.float32), np.zeros(2, np.uint8))
     assert out.ok.all()
     st.close()
+
+
+def test_pixel_envs_step_tiled_as_one_at_a_time():
+    """The tiled pixel path against the plain loop of PixelEnv.step: the same rewards,
+    terminations, episode ends and autoresets, the same frames (up to the tile's rasterisation)."""
+    from herd.actors.config import PixelConfig
+
+    E, seed, cfg = 4, 3, EnvConfig(id="InvertedPendulum-v5", pixels=PixelConfig(size=32))
+    tiled, plain = VecStepper(cfg, E, seed=seed), VecStepper(cfg, E, seed=seed)
+    plain.tiled = False
+    assert tiled.path == "tiled" and plain.path == "plain"
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(80):  # random actions end InvertedPendulum's episodes within a few steps
+        a = rng.uniform(-3, 3, (E, 1)).astype(np.float32)
+        rows = []
+        for st in (tiled, plain):
+            nxt, rew, term = np.zeros_like(st.obs), np.zeros(E, np.float32), np.zeros(E, bool)
+            out = st.step(a, nxt, rew, term)
+            rows.append((nxt, rew, term, out))
+        (n1, r1, t1, o1), (n2, r2, t2, o2) = rows
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(t1, t2)
+        np.testing.assert_array_equal(o1.done, o2.done)
+        assert o1.episodes == o2.episodes and o1.ok.all() and o2.ok.all()
+        for x, y in ((n1, n2), (tiled.obs, plain.obs)):
+            diff = np.abs(x.astype(np.int16) - y)
+            assert diff.mean() < 0.5 and (diff <= 2).mean() > 0.99
+        ends += len(o1.episodes)
+    assert ends >= 4
+    tiled.close()
+    plain.close()
