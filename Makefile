@@ -9,7 +9,7 @@ ACTORS ?= 2
 
 .PHONY: setup lock cluster-up cluster-down train status scale stop demo test test-fast soak proto lint clean \
 	offline-wheels docs docs-serve docs-gen bench-humanoid bench-rllib bench-learner bench-actors bench-fanin \
-	bench-scale bench-startup
+	bench-scale bench-startup bench-pixels
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -88,6 +88,10 @@ bench-humanoid: ## Humanoid-v5: eval return against wall-clock from `herd submit
 	$(PYTHON) -m herd up
 	$(PYTHON) bench/humanoid.py --config configs/humanoid.yaml --seeds $(or $(SEED),1) --seconds $(or $(SECONDS_BUDGET),480)
 	$(PYTHON) bench/plot_results.py
+
+bench-pixels: ## DeepMind Control walker-walk from 84x84 camera frames: eval return against wall-clock, one cold seed (SEED=1), 600 s
+	$(PYTHON) -m herd up
+	$(PYTHON) bench/pixels.py --config configs/walker-walk-pixels.yaml --seeds $(or $(SEED),1) --seconds $(or $(SECONDS_BUDGET),600)
 
 bench-rllib: ## RLlib's SAC on Humanoid-v5 for 120 s, the yardstick beside bench-humanoid, then the joint plot
 	$(PYTHON) -m herd down
