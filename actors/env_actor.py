@@ -129,9 +129,8 @@ class EnvActor:
         clock = time.perf_counter
         wall0, cpu0 = clock(), time.thread_time()
         t_policy = t_env = t_push = 0.0
-        while self.cfg.wait_for_policy and not self._has_policy.wait(0.1):
-            if self._stop.is_set():
-                return
+        if not self._await_policy():
+            return
         while not self._stop.is_set():
             policy = self._policy
             dst, s = (one, slice(0, E)) if acc else (buf, slice(n, n + E))
@@ -193,9 +192,8 @@ class EnvActor:
         clock = time.perf_counter
         wall0, cpu0 = clock(), time.thread_time()
         t_policy = t_env = t_push = 0.0
-        while self.cfg.wait_for_policy and not self._has_policy.wait(0.1):
-            if self._stop.is_set():
-                return
+        if not self._await_policy():
+            return
         while not self._stop.is_set():
             policy = self._policy
             t0 = clock()
@@ -226,6 +224,14 @@ class EnvActor:
         fr.flush()
         if fr.n:
             self._push(fr.take(), version)
+
+    def _await_policy(self) -> bool:
+        """With actors.wait_for_policy: block until the first policy arrived; False when the
+        actor was stopped first."""
+        while self.cfg.wait_for_policy and not self._has_policy.wait(0.1):
+            if self._stop.is_set():
+                return False
+        return True
 
     def _push(self, arrays: dict, version: int) -> None:
         # push() packs (copies) the rows into the message before returning: no copy here.
