@@ -67,12 +67,13 @@ class PolicyNet(torch.nn.Module):
             self.convs = [(named[f"conv{i}.weight"], named[f"conv{i}.bias"]) for i in range(count("conv"))]
             self.trunk = (named["trunk.weight"], named["trunk.bias"])
             self.trunk_norm = (named["trunk_norm.weight"], named["trunk_norm.bias"])
-            self.fcs = [(named[f"fc{i}.weight"], named[f"fc{i}.bias"]) for i in range(count("fc"))]
+            # the head behind the trunk: an MLP like the "mlp" layout's
+            self.layers = [(named[f"fc{i}.weight"], named[f"fc{i}.bias"]) for i in range(count("fc"))]
         except KeyError as e:
             raise ValueError(f"conv PolicyWeights lack tensor {e}") from None
-        if not self.convs or not self.fcs or len(strides) != len(self.convs):
+        if not self.convs or not self.layers or len(strides) != len(self.convs):
             raise ValueError(f"conv PolicyWeights need conv and fc layers and one stride per conv "
-                             f"layer ({len(self.convs)} conv, {len(self.fcs)} fc, strides {strides})")
+                             f"layer ({len(self.convs)} conv, {len(self.layers)} fc, strides {strides})")
         self.strides = strides
 
     def _encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -85,18 +86,11 @@ class PolicyNet(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.arch == "conv":
             x = self._encode(x)
-            last = len(self.fcs) - 1
-            for i, (w, b) in enumerate(self.fcs):
-                x = F.linear(x, w, b)
-                if i < last:
-                    x = F.relu(x)
-            mean, log_std = x.chunk(2, dim=-1)
-            return mean, log_std
-        if self.obs_mean is not None:
+        elif self.obs_mean is not None:
             x = (x - self.obs_mean) / self.obs_std
             if self.obs_clip > 0:
                 x = x.clamp(-self.obs_clip, self.obs_clip)
-        if self.arch == "mlp":
+        if self.arch in ("mlp", "conv"):
             last = len(self.layers) - 1
             for i, (w, b) in enumerate(self.layers):
                 x = F.linear(x, w, b)

@@ -43,35 +43,7 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
     """
     if not video:
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
-    if is_pixel_env(env_cfg):
-        return _evaluate_camera_video(env_cfg, weights, episodes, seed, video, fps)
-    env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
-    env = make_env(env_cfg)
-    policy = as_policy(weights, describe(env))
-    returns, lengths, costs, frames = [], [], [], 0
-    fps = fps or int(env.metadata.get("render_fps") or 30)
-    # frames go to the encoder as they are rendered: held in memory, 5 Humanoid episodes took 3.5 GB
-    with mp4_writer(video, fps) as writer:
-        for ep in range(episodes):
-            obs, _ = env.reset(seed=seed + ep)
-            done, total, steps, cost = False, 0.0, 0, None
-            while not done:
-                writer.append_data(env.render())
-                frames += 1
-                action = policy.act(np.asarray(obs, np.float32).ravel()[None], deterministic=True)[0]
-                obs, r, term, trunc, info = env.step(action)
-                total += float(r)
-                steps += 1
-                cost = add_contact_cost(cost, info)
-                done = term or trunc
-            returns.append(total)
-            lengths.append(steps)
-            costs.append(cost)
-    env.close()
-    out = summarize(weights, returns, lengths, costs)
-    out["video"] = str(video)
-    out["frames"] = frames
-    return out
+    return _evaluate_video(env_cfg, weights, episodes, seed, video, fps)
 
 
 def is_pixel_env(env_cfg: EnvConfig) -> bool:
@@ -82,39 +54,46 @@ VIDEO_MIN_SIDE = 256
 """Camera frames (84x84) are scaled up by whole pixels to at least this for watching."""
 
 
-def _evaluate_camera_video(env_cfg: EnvConfig, weights, episodes: int, seed: int, video: str,
-                           fps: int | None) -> dict:
-    """A pixel env's episodes one after the other, its camera frames (the newest of each stack
-    the policy acts on) written to `video`."""
-    from herd.actors.frames import FrameStack
-
+def _evaluate_video(env_cfg: EnvConfig, weights, episodes: int, seed: int, video: str,
+                    fps: int | None) -> dict:
+    """The episodes one after the other, written to `video`: a state env rendered offscreen
+    before each step; a pixel env's camera frames (the newest of each stack the policy acts on,
+    the episode's last one too)."""
+    pixels = is_pixel_env(env_cfg)
+    if not pixels:
+        env_cfg = env_cfg.model_copy(update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array"}})
     env = make_env(env_cfg)
     d = describe(env)
     policy = as_policy(weights, d)
-    stack = FrameStack(int(d["frame_stack"]))
+    see = _Observations(int(d.get("frame_stack", 0)), 1)
+    if pixels:
+        scale = max(1, -(-VIDEO_MIN_SIDE // min(d["obs_shape"][1:])))
+
+        def picture(obs):
+            return np.asarray(obs).transpose(1, 2, 0).repeat(scale, 0).repeat(scale, 1)
+    else:
+        def picture(_obs):
+            return env.render()
     returns, lengths, costs, frames = [], [], [], 0
-    scale = max(1, -(-VIDEO_MIN_SIDE // min(d["obs_shape"][1:])))
     fps = fps or int(env.metadata.get("render_fps") or 30)
-
-    def write(writer, frame):
-        writer.append_data(np.asarray(frame).transpose(1, 2, 0).repeat(scale, 0).repeat(scale, 1))
-
+    # frames go to the encoder as they are rendered: held in memory, 5 Humanoid episodes took 3.5 GB
     with mp4_writer(video, fps) as writer:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
-            x = stack.reset(obs)
+            x = see.first(0, obs)
             done, total, steps, cost = False, 0.0, 0, None
             while not done:
-                write(writer, obs)
+                writer.append_data(picture(obs))
                 frames += 1
                 obs, r, term, trunc, info = env.step(policy.act(x[None], deterministic=True)[0])
-                x = stack.push(obs)
+                x = see.next(0, obs)
                 total += float(r)
                 steps += 1
                 cost = add_contact_cost(cost, info)
                 done = term or trunc
-            write(writer, obs)  # the episode's last frame
-            frames += 1
+            if pixels:  # the episode's last frame
+                writer.append_data(picture(obs))
+                frames += 1
             returns.append(total)
             lengths.append(steps)
             costs.append(cost)
