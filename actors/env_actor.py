@@ -21,7 +21,7 @@ import numpy as np
 
 from herd.actors.client import LearnerClient
 from herd.actors.config import ActorConfig, EnvConfig
-from herd.actors.nstep import NStep
+from herd.actors.nstep import NStep, transition_rows
 from herd.actors.priority import lower_priority
 from herd.proto import codec
 from herd.proto.heap import steady_heap
@@ -122,8 +122,8 @@ class EnvActor:
         per_step = acc.max_rows_per_step() if acc else E
         rows = max(K * E, per_step)
         # One preallocated batch; every vector step fills E rows of it in place.
-        buf = _rows(rows, st.obs_dim, a_dim, discount=acc is not None)
-        one = _rows(E, st.obs_dim, a_dim) if acc else None
+        buf = transition_rows(rows, st.obs_dim, a_dim, discount=acc is not None)
+        one = transition_rows(E, st.obs_dim, a_dim) if acc else None
         n = 0
         version = 0
         clock = time.perf_counter
@@ -301,17 +301,3 @@ class EnvActor:
         self.client.close()
         self.stepper.close()
         return stats
-
-
-def _rows(n: int, obs_dim: int, act_dim: int, discount: bool = False) -> dict[str, np.ndarray]:
-    """Preallocated row-aligned arrays for n transitions (proto TransitionBatch's fields)."""
-    out = {
-        "obs": np.empty((n, obs_dim), np.float32),
-        "action": np.empty((n, act_dim), np.float32),
-        "reward": np.empty(n, np.float32),
-        "next_obs": np.empty((n, obs_dim), np.float32),
-        "terminated": np.empty(n, np.uint8),
-    }
-    if discount:
-        out["discount"] = np.empty(n, np.float32)
-    return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from herd.actors.nstep import NStep
+from herd.actors.nstep import NStep, transition_rows
 
 
 class FrameRows:
@@ -34,8 +34,9 @@ class FrameRows:
         self.acc = NStep(E, 1, act_dim, n_step, gamma, obs_dtype=np.int64) if n_step > 1 else None
         self.per_step = self.acc.max_rows_per_step() if self.acc else E
         self.rows_cap = max(rows, self.per_step)
-        self.rows = _rows(self.rows_cap, act_dim, discount=self.acc is not None)
-        self.one = _rows(E, act_dim)  # this step's one-step rows
+        self.rows = transition_rows(self.rows_cap, 1, act_dim, discount=self.acc is not None,
+                                    obs_dtype=np.int64)
+        self.one = transition_rows(E, 1, act_dim, obs_dtype=np.int64)  # this step's one-step rows
         self.next_frames = np.empty((E, int(np.prod(frame_shape))), np.uint8)
         # a step brings at most 2 frames per env (its new one and, where it ended, a reset one)
         self.frames_cap = 2 * self.rows_cap + 2 * E
@@ -118,20 +119,6 @@ class FrameRows:
         self.n = self.nf = 0
         self.first = self.next_number
         return out
-
-
-def _rows(n: int, act_dim: int, discount: bool = False) -> dict[str, np.ndarray]:
-    """Row-aligned arrays for n transitions whose obs / next_obs are frame numbers."""
-    out = {
-        "obs": np.empty((n, 1), np.int64),
-        "action": np.empty((n, act_dim), np.float32),
-        "reward": np.empty(n, np.float32),
-        "next_obs": np.empty((n, 1), np.int64),
-        "terminated": np.empty(n, np.uint8),
-    }
-    if discount:
-        out["discount"] = np.empty(n, np.float32)
-    return out
 
 
 class FrameStack:

@@ -13,6 +13,22 @@ from __future__ import annotations
 import numpy as np
 
 
+def transition_rows(n: int, obs_dim: int, act_dim: int, discount: bool = False,
+                    obs_dtype=np.float32) -> dict[str, np.ndarray]:
+    """Preallocated row-aligned arrays for n transitions (proto TransitionBatch's fields), the
+    rows NStep writes; `obs_dtype` int64 with obs_dim 1 where a row's obs are frame numbers."""
+    out = {
+        "obs": np.empty((n, obs_dim), obs_dtype),
+        "action": np.empty((n, act_dim), np.float32),
+        "reward": np.empty(n, np.float32),
+        "next_obs": np.empty((n, obs_dim), obs_dtype),
+        "terminated": np.empty(n, np.uint8),
+    }
+    if discount:
+        out["discount"] = np.empty(n, np.float32)
+    return out
+
+
 class NStep:
     def __init__(self, num_envs: int, obs_dim: int, act_dim: int, n: int, gamma: float,
                  obs_dtype=np.float32):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from herd.actors.env_actor import _rows
 from herd.actors.nstep import NStep
+from herd.actors.nstep import transition_rows as _rows
 
 E, OBS, ACT = 3, 2, 1
 
