@@ -190,6 +190,8 @@ def _line(err: Mapping[str, Any], given: Mapping[str, str]) -> str:
         msg = "removed, it measured no gain (docs/tried.md)"
     elif err["type"] == "extra_forbidden":
         msg = "no such key" + _did_you_mean(where)
+    elif err["type"] == "value_error":  # a validator's own sentence, without pydantic's "Value error, "
+        msg = str(err["ctx"]["error"])
     else:
         msg = err["msg"]
     line = f"{where}: {msg}" if where else msg
