@@ -738,13 +738,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--open", action="store_true", help="also open it in this machine's web browser")
     s.add_argument("--token", action="store_true", help="print only the cluster's token (to paste)")
     s.add_argument("--env", action="store_true", help="print the shell line that makes Ray's CLI "
-                   "use the token: eval \"$(herd dashboard --env)\"")
+                   "(`ray job list`, ...) use the token and this dashboard: eval \"$(herd dashboard --env)\"")
     s.set_defaults(fn=cmd_dashboard)
     s = sub.add_parser("submit", help="submit a training job (a Ray Job)")
-    s.add_argument("config")
+    s.add_argument("config", help="YAML job config (configs/*.yaml, examples/*/*.yaml or your own); a "
+                   "relative path not found here is looked for in Herd's source tree")
     s.add_argument("--follow", action="store_true", help="show live progress until it ends")
     s.add_argument("--resume", help="runs/<job> directory whose checkpoint to continue from")
-    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--runs-dir", default="runs", help="the folder that gets the job's <job>/ (checkpoints, "
+                   "best policy, summary.json, metrics); its absolute path here is where the driver "
+                   "writes on the cluster's head (default: ./runs)")
     s.add_argument("--actor-resources", metavar="JSON",
                    help='Ray custom resources every env actor needs, e.g. \'{"herd_worker": 1}\' '
                         "to keep actors on CPU worker nodes started with --resources")

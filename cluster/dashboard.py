@@ -73,11 +73,14 @@ def token_works(url: str, token: str) -> bool:
         raise
 
 
-def env_lines(where: str) -> list[str]:
-    """Shell lines that make Ray's CLI use this token (a file: its path, never the token)."""
+def env_lines(where: str, url: str) -> list[str]:
+    """Shell lines that make Ray's CLI use this token (a file: its path, never the token) and
+    its job commands this dashboard: RAY_API_SERVER_ADDRESS, which `ray job` reads before
+    RAY_ADDRESS, so that RAY_ADDRESS keeps naming the GCS for ray.init and `ray status`."""
+    api = f"RAY_API_SERVER_ADDRESS={shlex.quote(url)}"
     if where == "$RAY_AUTH_TOKEN":
-        return ["export RAY_AUTH_MODE=token  # RAY_AUTH_TOKEN is set already"]
-    return [f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={shlex.quote(where)}"]
+        return [f"export RAY_AUTH_MODE=token {api}  # RAY_AUTH_TOKEN is set already"]
+    return [f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={shlex.quote(where)} {api}"]
 
 
 def tunnel_hint(url: str) -> str:
@@ -97,7 +100,7 @@ def login_text(url: str, mode: str, where: str | None) -> str:
             "the \"Authentication Token Required\" box. `herd dashboard --token` prints it; it is in",
             f"{where}.",
             "Ray's own CLI (`ray get-auth-token`, `ray job list`) finds it after",
-            f"  {env_lines(where)[0]}",
+            f"  {env_lines(where, url)[0]}",
             "(the line `herd dashboard --env` prints). Not `ray get-auth-token --generate`: it writes",
             f"{USER_RAY_TOKEN}, another token, and every Ray cluster this user starts later turns",
             "token auth on.",
@@ -118,9 +121,9 @@ def main(address: str | None, open_browser: bool = False, token: bool = False,
                                       f"$RAY_AUTH_TOKEN_PATH, {local.ray_token_path()}, "
                                       f"{USER_RAY_TOKEN}); `herd up` makes one")
         if token:
-            sys.stdout.write(secret + ("\n" if sys.stdout.isatty() else ""))
+            print(secret)  # a line like any other: `$(herd dashboard --token)` drops the newline
         else:
-            print("\n".join(env_lines(where)))
+            print("\n".join(env_lines(where, url)))
         return 0
     mode = auth_mode(url)
     if mode == "token":

@@ -36,7 +36,7 @@ def test_says_how_to_log_in_without_showing_the_token(ray_cluster):
 
 @pytest.mark.cluster
 def test_token_and_env_for_ray_cli(ray_cluster, tmp_path):
-    assert herd("dashboard", "--token").stdout == suite_token()  # no newline on a pipe
+    assert herd("dashboard", "--token").stdout == suite_token() + "\n"  # a line, piped or not
     line = herd("dashboard", "--env").stdout.strip()
     assert suite_token() not in line
     # a shell without any Ray setting and a HOME without ~/.ray: the line alone makes Ray's
@@ -46,10 +46,12 @@ def test_token_and_env_for_ray_cli(ray_cluster, tmp_path):
     r = subprocess.run(["bash", "-c", 'eval "$1"; ray get-auth-token', "-", line], env=env,
                        text=True, capture_output=True, timeout=120, check=False)
     assert r.returncode == 0 and r.stdout == suite_token(), r.stderr
-    r = subprocess.run(["bash", "-c", 'eval "$1"; ray job list --address "$2"', "-", line,
-                        ray_cluster["dashboard"]], env=env, text=True, capture_output=True,
-                       timeout=120, check=False)
-    assert r.returncode == 0, r.stderr  # and the rest of Ray's CLI, e.g. its job API
+    # and the rest of Ray's CLI, its job API with no --address: a RAY_ADDRESS where no Ray
+    # answers (as a shell's stale one) leaves the dashboard the line names as the only way in
+    env["RAY_ADDRESS"] = "127.0.0.1:9"
+    r = subprocess.run(["bash", "-c", 'eval "$1"; ray job list', "-", line], env=env, text=True,
+                       capture_output=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
     assert not (tmp_path / ".ray").exists()
 
 
@@ -90,9 +92,11 @@ def test_herd_up_token_found_without_settings(tmp_path):
     (tmp_path / "herd" / "ray_auth_token").write_text("abc123")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     env.update(HOME=str(tmp_path), HERD_HOME=str(tmp_path / "herd"))
-    assert herd_in(env, "dashboard", "--token").stdout == "abc123"
+    env.pop("HERD_DASHBOARD_URL", None)
+    assert herd_in(env, "dashboard", "--token").stdout == "abc123\n"
     assert herd_in(env, "dashboard", "--env").stdout == (
-        f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={tmp_path / 'herd' / 'ray_auth_token'}\n")
+        f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={tmp_path / 'herd' / 'ray_auth_token'} "
+        "RAY_API_SERVER_ADDRESS=http://127.0.0.1:8265\n")
     env["HERD_HOME"] = str(tmp_path / "none")
     r = herd_in(env, "dashboard", "--token")
     assert r.returncode == 2 and "no Ray token in this shell" in r.stderr and not r.stdout
