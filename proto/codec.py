@@ -19,8 +19,11 @@ OPTIONAL_FIELDS = ("discount",)
 """Fields a batch may leave empty: no `discount` means one-step rows."""
 FRAME_FIELDS = {"frames": 12, "frame_prev": 14, "obs_frame": 15, "next_frame": 16}
 """A pixel batch's frame fields and their field numbers (first_frame, 13, is a scalar)."""
+FRAME_STATE_FIELD = 17
+"""A pixel batch's frame_state: each new frame's env state, when the learner asks for it."""
 FRAME_DTYPE = np.dtype("u1")
 FRAME_REF_DTYPE = np.dtype("<i8")
+STATE_DTYPE = np.dtype("<f4")
 REWARD_DTYPE = np.dtype("<f4")
 DISCOUNT_DTYPE = np.dtype("<f4")
 TERMINATED_DTYPE = np.dtype("u1")
@@ -34,9 +37,11 @@ def wire_dtype(name: str) -> np.dtype:
 
 def spec_to_proto(
     env_id: str, obs_shape, obs_dtype, action_shape, action_low, action_high, frame_stack: int = 0,
+    state_dim: int = 0,
 ) -> pb.EnvSpec:
     return pb.EnvSpec(
         frame_stack=frame_stack,
+        state_dim=state_dim,
         env_id=env_id,
         obs_shape=list(obs_shape),
         obs_dtype=np.dtype(obs_dtype).name,
@@ -58,7 +63,8 @@ def pack_batch(
 ) -> pb.TransitionBatch:
     """One TransitionBatch from row-aligned arrays (obs, action, reward, next_obs, terminated,
     and optionally discount); a pixel batch gives frames, first_frame, frame_prev, obs_frame
-    and next_frame instead of obs and next_obs."""
+    and next_frame instead of obs and next_obs (and frame_state [F, state_dim] where the
+    learner reads the env's state)."""
     if is_pixel_batch(arrays):
         return pb.TransitionBatch.FromString(WireBatch(
             arrays, session_id=session_id, actor_id=actor_id, seq=seq,
@@ -119,7 +125,8 @@ class WireBatch:
     6-10); the small head (fields 1-5) is written per send, so a resend after a reconnect can
     carry a new `session_id`. Hand it to gRPC with `request_serializer=WireBatch.SerializeToString`.
     `discount` (field 11) is written only when `arrays` holds it. A pixel batch (`frames` in
-    `arrays`) writes fields 7, 8, 10, 11 and the frame fields 12-16 instead of obs/next_obs.
+    `arrays`) writes fields 7, 8, 10, 11 and the frame fields 12-16 instead of obs/next_obs,
+    and frame_state (17) when `arrays` holds it.
     """
 
     __slots__ = ("_body", "actor_id", "count", "policy_version", "seq", "session_id")
@@ -144,6 +151,9 @@ class WireBatch:
             for name in ("frame_prev", "obs_frame", "next_frame"):
                 parts += _length_delimited(FRAME_FIELDS[name],
                                            np.ascontiguousarray(arrays[name], FRAME_REF_DTYPE))
+            if arrays.get("frame_state") is not None:
+                parts += _length_delimited(FRAME_STATE_FIELD,
+                                           np.ascontiguousarray(arrays["frame_state"], STATE_DTYPE))
         self._body = b"".join(parts)
 
     def _head(self) -> bytes:
@@ -175,7 +185,8 @@ def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.nd
     """Zero-copy views of a batch's fields (an empty optional field is left out). Raises
     ValueError when a byte length is wrong. A pixel spec's batch gives frames [F, *obs_shape],
     frame_prev [F], obs_frame and next_frame [count] (int64) and first_frame (an int) in place
-    of obs and next_obs; what the numbers point at is the learner's to check."""
+    of obs and next_obs, and frame_state [F, state_dim] (float32) where the spec's state_dim is
+    set; what the numbers point at is the learner's to check."""
     out = {}
     pixel = is_pixel_spec(spec)
     for name, (dtype, shape) in field_layout(spec).items():
@@ -195,7 +206,7 @@ def unpack_batch(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict[str, np.nd
         out[name] = np.frombuffer(raw, dtype).reshape((batch.count, *shape))
     if pixel:
         out.update(_unpack_frames(batch, spec))
-    elif batch.frames or batch.frame_prev or batch.obs_frame or batch.next_frame:
+    elif batch.frames or batch.frame_prev or batch.obs_frame or batch.next_frame or batch.frame_state:
         raise ValueError("frame fields in a batch of a state env (its spec has no frame_stack)")
     return out
 
@@ -217,6 +228,16 @@ def _unpack_frames(batch: pb.TransitionBatch, spec: pb.EnvSpec) -> dict:
             raise ValueError(f"field '{name}' has {len(raw)} bytes; {batch.count} rows need "
                              f"{batch.count * FRAME_REF_DTYPE.itemsize} (int64 each)")
         out[name] = np.frombuffer(raw, FRAME_REF_DTYPE)
+    state, dim = batch.frame_state, spec.state_dim
+    if not dim and state:
+        raise ValueError("field 'frame_state' in a batch whose learner reads no state (its "
+                         "handshake reply's state_dim is 0)")
+    if dim:
+        need = n_prev * dim * STATE_DTYPE.itemsize
+        if len(state) != need:
+            raise ValueError(f"field 'frame_state' has {len(state)} bytes; {n_prev} frames of "
+                             f"{dim} float32 each need {need}")
+        out["frame_state"] = np.frombuffer(state, STATE_DTYPE).reshape(n_prev, dim)
     return out
 
 

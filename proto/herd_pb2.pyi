@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EnvSpec(_message.Message):
-    __slots__ = ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype", "action_low", "action_high", "frame_stack")
+    __slots__ = ("env_id", "obs_shape", "obs_dtype", "action_shape", "action_dtype", "action_low", "action_high", "frame_stack", "state_dim")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     OBS_SHAPE_FIELD_NUMBER: _ClassVar[int]
     OBS_DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class EnvSpec(_message.Message):
     ACTION_LOW_FIELD_NUMBER: _ClassVar[int]
     ACTION_HIGH_FIELD_NUMBER: _ClassVar[int]
     FRAME_STACK_FIELD_NUMBER: _ClassVar[int]
+    STATE_DIM_FIELD_NUMBER: _ClassVar[int]
     env_id: str
     obs_shape: _containers.RepeatedScalarFieldContainer[int]
     obs_dtype: str
@@ -24,7 +25,8 @@ class EnvSpec(_message.Message):
     action_low: _containers.RepeatedScalarFieldContainer[float]
     action_high: _containers.RepeatedScalarFieldContainer[float]
     frame_stack: int
-    def __init__(self, env_id: _Optional[str] = ..., obs_shape: _Optional[_Iterable[int]] = ..., obs_dtype: _Optional[str] = ..., action_shape: _Optional[_Iterable[int]] = ..., action_dtype: _Optional[str] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., frame_stack: _Optional[int] = ...) -> None: ...
+    state_dim: int
+    def __init__(self, env_id: _Optional[str] = ..., obs_shape: _Optional[_Iterable[int]] = ..., obs_dtype: _Optional[str] = ..., action_shape: _Optional[_Iterable[int]] = ..., action_dtype: _Optional[str] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., frame_stack: _Optional[int] = ..., state_dim: _Optional[int] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
     __slots__ = ("actor_id", "spec", "incarnation")
@@ -37,21 +39,23 @@ class HandshakeRequest(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., spec: _Optional[_Union[EnvSpec, _Mapping]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class HandshakeReply(_message.Message):
-    __slots__ = ("session_id", "policy_version", "max_batch", "learner_id", "ingest_port")
+    __slots__ = ("session_id", "policy_version", "max_batch", "learner_id", "ingest_port", "state_dim")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     LEARNER_ID_FIELD_NUMBER: _ClassVar[int]
     INGEST_PORT_FIELD_NUMBER: _ClassVar[int]
+    STATE_DIM_FIELD_NUMBER: _ClassVar[int]
     session_id: int
     policy_version: int
     max_batch: int
     learner_id: str
     ingest_port: int
-    def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ..., ingest_port: _Optional[int] = ...) -> None: ...
+    state_dim: int
+    def __init__(self, session_id: _Optional[int] = ..., policy_version: _Optional[int] = ..., max_batch: _Optional[int] = ..., learner_id: _Optional[str] = ..., ingest_port: _Optional[int] = ..., state_dim: _Optional[int] = ...) -> None: ...
 
 class TransitionBatch(_message.Message):
-    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated", "discount", "frames", "first_frame", "frame_prev", "obs_frame", "next_frame")
+    __slots__ = ("session_id", "actor_id", "seq", "policy_version", "count", "obs", "action", "reward", "next_obs", "terminated", "discount", "frames", "first_frame", "frame_prev", "obs_frame", "next_frame", "frame_state")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +72,7 @@ class TransitionBatch(_message.Message):
     FRAME_PREV_FIELD_NUMBER: _ClassVar[int]
     OBS_FRAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_FRAME_FIELD_NUMBER: _ClassVar[int]
+    FRAME_STATE_FIELD_NUMBER: _ClassVar[int]
     session_id: int
     actor_id: str
     seq: int
@@ -84,7 +89,8 @@ class TransitionBatch(_message.Message):
     frame_prev: bytes
     obs_frame: bytes
     next_frame: bytes
-    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., discount: _Optional[bytes] = ..., frames: _Optional[bytes] = ..., first_frame: _Optional[int] = ..., frame_prev: _Optional[bytes] = ..., obs_frame: _Optional[bytes] = ..., next_frame: _Optional[bytes] = ...) -> None: ...
+    frame_state: bytes
+    def __init__(self, session_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., seq: _Optional[int] = ..., policy_version: _Optional[int] = ..., count: _Optional[int] = ..., obs: _Optional[bytes] = ..., action: _Optional[bytes] = ..., reward: _Optional[bytes] = ..., next_obs: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., discount: _Optional[bytes] = ..., frames: _Optional[bytes] = ..., first_frame: _Optional[int] = ..., frame_prev: _Optional[bytes] = ..., obs_frame: _Optional[bytes] = ..., next_frame: _Optional[bytes] = ..., frame_state: _Optional[bytes] = ...) -> None: ...
 
 class PushAck(_message.Message):
     __slots__ = ("seq", "code", "message", "accepted", "received_total", "duplicate")

@@ -77,3 +77,49 @@ def test_generated_stubs_are_current(tmp_path):
     for name in ("herd_pb2.py", "herd_pb2_grpc.py", "herd_pb2.pyi"):
         fresh = (out / name).read_text()
         assert fresh == (ROOT / "proto" / name).read_text(), f"proto/{name} is stale: run `make proto`"
+
+
+def _pixel_arrays(frames=5, rows=4, state_dim=3, seed=0):
+    rng = np.random.default_rng(seed)
+    out = {"frames": rng.integers(0, 256, (frames, 3, 4, 4), dtype=np.uint8), "first_frame": 10,
+           "frame_prev": np.arange(9, 9 + frames, dtype=np.int64),
+           "obs_frame": np.arange(10, 10 + rows, dtype=np.int64),
+           "next_frame": np.arange(11, 11 + rows, dtype=np.int64),
+           "action": rng.uniform(-1, 1, (rows, 1)).astype(np.float32),
+           "reward": rng.normal(size=rows).astype(np.float32),
+           "terminated": np.zeros(rows, np.uint8)}
+    if state_dim:
+        out["frame_state"] = rng.normal(size=(frames, state_dim)).astype(np.float32)
+    return out
+
+
+def _pixel_spec(state_dim):
+    return codec.spec_to_proto("toy", (3, 4, 4), "uint8", (1,), [-1.0], [1.0], frame_stack=2,
+                               state_dim=state_dim)
+
+
+def test_frame_state_round_trip_and_protobufs_own_bytes():
+    arrays = _pixel_arrays()
+    wire = codec.WireBatch(arrays, session_id=1, actor_id="a", seq=2, policy_version=3)
+    msg = codec.pb.TransitionBatch.FromString(wire.SerializeToString())
+    assert msg.SerializeToString() == wire.SerializeToString()
+    back = codec.unpack_batch(msg, _pixel_spec(3))
+    np.testing.assert_array_equal(back["frame_state"], arrays["frame_state"])
+    np.testing.assert_array_equal(back["frames"], arrays["frames"])
+
+
+@pytest.mark.parametrize(("sent", "read", "match"), [
+    (3, 0, "reads no state"), (0, 3, "frame_state' has 0 bytes"), (2, 3, "frame_state' has 40 bytes")])
+def test_frame_state_of_the_wrong_size_is_named(sent, read, match):
+    msg = codec.pb.TransitionBatch.FromString(codec.WireBatch(
+        _pixel_arrays(state_dim=sent), session_id=1, actor_id="a", seq=1,
+        policy_version=0).SerializeToString())
+    with pytest.raises(ValueError, match=match):
+        codec.unpack_batch(msg, _pixel_spec(read))
+
+
+def test_frame_state_in_a_state_batch_is_refused(spec):
+    msg = codec.pack_batch(_arrays(8), session_id=1, actor_id="a", seq=1, policy_version=0)
+    msg.frame_state = np.zeros(4, np.float32).tobytes()
+    with pytest.raises(ValueError, match="state env"):
+        codec.unpack_batch(msg, spec)
