@@ -72,9 +72,8 @@ class ActorConfig(BaseModel):
     """Lower CPU priority of each actor's process (Linux nice, added to every thread): above 0,
     a learner on the same node (its training thread, ingest, a compile running in the
     background) wins every contested core. The replay ratio paces the actors anyway. Left at 0
-    in the configs: on the H200 (cold Humanoid, 2026-12-03) the compiled graph took over at
-    41.8 / 36.4 s with 10 against 41.2 s without on one warmed machine; on a just-started one the
-    order of the runs moved it more than this did (bench/results/startup-2026-12-03-arms-nvidia-h200.json)."""
+    in the configs: 10 gave no clear gain at start-up
+    (bench/results/startup-2026-12-03-arms-nvidia-h200.json)."""
     step_threads: int = Field(0, ge=0)
     """Threads stepping the envs (MuJoCo fast path only; mj_step releases the GIL).
     0: one per whole Ray CPU reserved (num_cpus), at most num_envs."""

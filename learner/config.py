@@ -171,24 +171,21 @@ class ComputeConfig(_Section):
     compile: bool = False
     """torch.compile the update before capture (CUDA only)."""
     compile_mode: Literal["default", "max-autotune-no-cudagraphs"] = "default"
-    """torch.compile mode (no mode that makes CUDA graphs of its own: we capture the update);
-    'default' is what bench/learner.py measured (max-autotune spends
-    seconds per matmul shape benchmarking at start-up)."""
+    """torch.compile mode, one that makes no CUDA graphs of its own (cuda_graph captures the
+    whole update); 'max-autotune-no-cudagraphs' benchmarks kernels for every matmul shape at
+    start-up, which lengthens the compile."""
     compile_options: dict[str, bool | int | float | str] = Field(default_factory=dict)
     """torch._inductor settings for this job's compile (torch.compile's `options`, e.g.
     `{triton.autotune_pointwise: false}`: one kernel config per pointwise kernel instead of 2-6,
     each compiled by Triton, so a shorter cold compile); with compile_mode 'default' only
     (torch.compile takes a mode or options). {}: inductor's defaults. An unknown setting stops
-    the learner with one line. The GPU configs set `{triton.autotune_pointwise: false}`: on the
-    H200 (cold Humanoid) the compile alone took 30.3 s against 37.4, at 1,541 against 1,544
-    updates/s, and the job's compiled graph took over at 45.7 / 50.6 s against 53.0 / 56.1
-    (bench/results/compile-profile-options-*, learner-options-*, startup-2026-12-03-{fast,base}-*)."""
+    the learner with one line. The GPU configs set `{triton.autotune_pointwise: false}` (the
+    measurements: bench/results/compile-profile-options-nvidia-h200.json, learner-options-*)."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
     update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).
-    Off: compile and capture first, then train. A cold Humanoid job on the H200: first update
-    28 s after submit on, 75 s off (42 s of it the compile); the swap stopped the training
-    thread 0.16 s (bench/results/startup-bg-nvidia-h200.json)."""
+    Off: compile and capture first, then train (the first update then waits for the compile:
+    bench/results/startup-bg-nvidia-h200.json)."""
     tf32: bool = True
     """Allow TF32 matmuls on CUDA."""
     simultaneous: bool = True
