@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class PixelConfig(BaseModel):
@@ -32,6 +32,73 @@ class PixelConfig(BaseModel):
     one shows, Mesa's software EGL elsewhere)."""
 
 
+Range = tuple[float, float]
+
+
+class RandomizeConfig(BaseModel):
+    """Domain randomization (docs/camera-to-robot.md): at every reset the env's MuJoCo model is
+    drawn anew around its own values, from `seed` and the episode's reset seed; a field set to
+    null leaves that part nominal. Scales multiply the model's value, offsets are added to it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = Field(0, ge=0)
+    """Seed of the training draws: an episode's draw follows from it and the episode's reset seed."""
+    heldout_seed: int = Field(1, ge=0)
+    """Seed of the held-out draws evaluation reports beside the nominal model (differs from seed)."""
+    light_dir: Range | None = (-0.3, 0.3)
+    """Offset added to each component of every light's direction (then normalized)."""
+    light_diffuse: Range | None = (0.6, 1.4)
+    """Scale of every light's diffuse colour, per light and channel (colour and intensity)."""
+    light_ambient: Range | None = (-0.1, 0.2)
+    """Offset added to every light's ambient colour, per light (clipped to [0, 1])."""
+    geom_rgb: Range | None = (-0.25, 0.25)
+    """Offset added to each geom's red, green and blue (clipped to [0, 1])."""
+    material_rgb: Range | None = (-0.25, 0.25)
+    """Offset added to each material's red, green and blue: tints textured floors and skins."""
+    camera_pos: Range | None = (-0.02, 0.02)
+    """Offset in metres added to each axis of the camera's position (a free camera's look-at)."""
+    camera_angle: Range | None = (-3.0, 3.0)
+    """Rotation in degrees of the camera about each of its axes (a free camera's azimuth and
+    elevation)."""
+    camera_fovy: Range | None = (-3.0, 3.0)
+    """Offset in degrees added to the camera's vertical field of view."""
+    mass: Range | None = (0.8, 1.2)
+    """Scale of each body's mass and inertia."""
+    friction: Range | None = (0.7, 1.3)
+    """Scale of each geom's friction (sliding, torsional, rolling)."""
+    damping: Range | None = (0.7, 1.3)
+    """Scale of each joint's damping, per degree of freedom."""
+    actuator_gain: Range | None = (0.8, 1.2)
+    """Scale of each actuator's gain (a motor's force per control; a servo's kp and kv with it)."""
+    gravity: Range | None = (0.95, 1.05)
+    """Scale of the gravity vector."""
+
+    @model_validator(mode="after")
+    def _ranges(self) -> RandomizeConfig:
+        if self.heldout_seed == self.seed:
+            raise ValueError(f"heldout_seed equals seed ({self.seed}): held-out draws must differ "
+                             "from training's")
+        for name in SCALES + OFFSETS:
+            r = getattr(self, name)
+            if r is None:
+                continue
+            lo, hi = r
+            if not lo <= hi:
+                raise ValueError(f"{name}: [{lo:g}, {hi:g}] is not a range (low above high)")
+            if name in SCALES and lo <= 0:
+                raise ValueError(f"{name}: [{lo:g}, {hi:g}] scales the model's value: both ends "
+                                 "must be above 0")
+        return self
+
+
+SCALES = ("light_diffuse", "mass", "friction", "damping", "actuator_gain", "gravity")
+"""RandomizeConfig's fields that multiply the model's values."""
+OFFSETS = ("light_dir", "light_ambient", "geom_rgb", "material_rgb", "camera_pos", "camera_angle",
+           "camera_fovy")
+"""RandomizeConfig's fields added to the model's values."""
+
+
 class EnvConfig(BaseModel):
     """Which environment to run: any gymnasium id, or a name registered with ray.tune."""
 
@@ -46,6 +113,9 @@ class EnvConfig(BaseModel):
     """Module imported first in every process, e.g. one that calls register_env."""
     pixels: PixelConfig | None = None
     """Observe camera frames instead of the state vector (`pixels: {}` for the defaults)."""
+    randomize: RandomizeConfig | None = None
+    """Draw the model's looks and physics anew every episode (`randomize: {}` for the defaults);
+    unset: the model as it is written."""
 
 
 class ActorConfig(BaseModel):

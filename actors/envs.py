@@ -69,6 +69,15 @@ def make_env(cfg: EnvConfig) -> gym.Env:
         raise EnvError(f"{cfg.id}: Herd needs a Box observation space, got {env.observation_space}")
     if not np.all(np.isfinite(env.action_space.low)) or not np.all(np.isfinite(env.action_space.high)):
         raise EnvError(f"{cfg.id}: the action space must be bounded for a tanh policy")
+    randomized = None
+    if cfg.randomize is not None:  # under the camera: a pixel env's reset draws, then renders
+        from herd.actors.randomize import Randomized
+
+        try:
+            env = randomized = Randomized(env, cfg.randomize)
+        except TypeError as e:
+            env.close()
+            raise EnvError(f"{cfg.id}: {e}") from None
     if cfg.pixels is not None:
         from herd.actors import pixels
 
@@ -77,6 +86,8 @@ def make_env(cfg: EnvConfig) -> gym.Env:
         except (TypeError, ValueError, RuntimeError) as e:
             env.close()
             raise EnvError(f"{cfg.id}: {e}") from None
+        if randomized is not None:
+            randomized.randomizer.watch(env.camera)
     return env
 
 

@@ -240,6 +240,11 @@ class PixelEnv(gym.Wrapper):
         self._rgb = np.empty((cfg.size, cfg.size, 3), np.uint8)  # GL's rows, reused every frame
         self.observation_space = gym.spaces.Box(0, 255, (3, cfg.size, cfg.size), np.uint8)
 
+    @property
+    def camera(self) -> mujoco.MjvCamera:
+        """The camera frames are seen through (env.randomize jitters a free one)."""
+        return self._camera
+
     def frame(self) -> np.ndarray:
         """The camera's view now: a new uint8 array [3, H, W] (rows top first)."""
         shared_context(self.pixel_config.gl).render(self.view(), self._rect, self._rgb)
