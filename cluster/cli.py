@@ -537,13 +537,24 @@ def cmd_scale(args) -> int:
         import ray
 
         out = ray.get(controller(args, args.job).scale.remote(args.actors))
-    line = f"{args.job}: {out['actors']} actors" + (f" (removed {', '.join(out['removed'])})"
-                                                    if out["removed"] else "")
+    if out.get("refused"):
+        raise UserError(f"{args.job}: {out['refused']}")
+    line = f"{args.job}: {out['actors']} actors" + scaled_down(out)
     if out.get("waiting"):
         line += (f"; {len(out['waiting'])} waiting for CPUs (each needs {out['cpus_per_actor']:g}, "
                  f"{out['cpus_free']:g} free): they start when CPUs free up or nodes join")
     print(line)
     return 0
+
+
+def scaled_down(out: dict) -> str:
+    """What a scale-down removed, in a few words: counts, never one name per actor."""
+    stopped, cancelled = out.get("removed") or 0, out.get("cancelled") or 0
+    if isinstance(stopped, list):  # a controller of an older Herd: the removed actors' names
+        stopped = len(stopped)
+    parts = [f"{stopped} stopped, their steps delivered"] * bool(stopped)
+    parts += [f"{cancelled} cancelled before they started"] * bool(cancelled)
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def zero_actors_allowed(info: dict | None) -> bool:
@@ -626,6 +637,10 @@ def cmd_evaluate(args) -> int:
           f"deterministic return {out['mean_return']:.1f} (min {out['min_return']:.1f}, "
           f"max {out['max_return']:.1f}, mean length {out['mean_length']:.0f}) over "
           f"{out['episodes']} episodes")
+    if out.get("heldout_mean_return") is not None:  # env.randomize: the nominal model's, then these
+        print(f"held-out randomizations (env.randomize.heldout_seed): return "
+              f"{out['heldout_mean_return']:.1f} (min {out['heldout_min_return']:.1f}, max "
+              f"{out['heldout_max_return']:.1f}) over {out['heldout_episodes']} episodes")
     if out.get("mean_contact_cost") is not None:  # v5's contact penalty, which v4's returns lack
         print(f"contact cost {out['mean_contact_cost']:.1f} per episode (summed -reward_contact; "
               f"return without it {out['mean_return'] + out['mean_contact_cost']:.1f})")

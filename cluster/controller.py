@@ -27,6 +27,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from herd.actors.config import ActorConfig, EnvConfig
+from herd.capacity import actor_capacity
 from herd.control import NAMESPACE
 from herd.learner.relay import WeightRelay
 
@@ -60,6 +61,7 @@ class Controller:
         self.target_actors = actor_cfg.num_actors
         self._scaled = False  # set by the first scale(): start() then leaves the count alone
         self.retired: dict[str, dict] = {}  # final stats of actors scaled away
+        self.cancelled = 0  # actors scaled away before they ever started (never placed)
         # last stats seen of actor processes that died and were restarted by Ray (their
         # counters start again from 0 in the new process): kept so that totals stay whole
         self.dead_incarnations: list[dict] = []
@@ -178,12 +180,18 @@ class Controller:
     def scale(self, n: int, timeout: float = 60.0) -> dict:
         """Set the number of env actors; removed ones deliver what they stepped first.
 
+        A count beyond what the cluster could ever hold (cluster/capacity.py) is refused before
+        any actor is created: the result says why under "refused", the job goes on as it was.
+
         Whatever state a removed actor is in, it goes and the books stay whole: one still
-        waiting for a CPU never stepped and is killed at once; a running one stops (delivering
+        waiting for a CPU never stepped and is cancelled at once; a running one stops (delivering
         its batches) and hands in its final counts; one that does not answer within `timeout`
         (booting, restarting, hung) is killed and counts with its last polled figures."""
         if n < 0:
             raise ValueError("the actor count cannot be negative")
+        if n > len(self.actors) and (refused := self._beyond_capacity(n)):
+            return {"actors": len(self.actors), "removed": 0, "cancelled": 0, "refused": refused,
+                    **self.resource_note()}
         self.target_actors = n
         self._scaled = True
         with self._lock:
@@ -214,18 +222,27 @@ class Controller:
                 ray.kill(handle, no_restart=True)
                 if actor_id in self._last_seen:
                     self.dead_incarnations.append(self._last_seen[actor_id])
-                self.retired[actor_id] = {"actor_id": actor_id, "steps": 0, "sent": 0, "acked": 0,
-                                          "never_ran": True}
+                self.cancelled += 1
                 self._export("retire_actor", actor_id)
         self._last_seen = {a: v for a, v in self._last_seen.items() if a in self.actors}
-        return {"actors": len(self.actors), "removed": [a for a, _ in victims],
-                **self.resource_note()}
+        return {"actors": len(self.actors), "removed": len(victims) - len(waiting),
+                "cancelled": len(waiting), **self.resource_note()}
+
+    def _beyond_capacity(self, n: int) -> str | None:
+        """Why `n` actors could never all be placed on this cluster (cluster/capacity.py's
+        rule), or None when they could."""
+        cap = actor_capacity(ray.nodes(), self.actor_cfg.num_cpus, self.resources)
+        if n <= cap.actors:
+            return None
+        return (f"{n} actors could never be placed: this cluster holds at most {cap.actors} "
+                f"({cap.why(self.actor_cfg.num_cpus)}); the job goes on with its "
+                f"{len(self.actors)}")
 
     def start(self) -> dict:
         """The config's actors, unless a `herd scale` got here first (it runs on another of
         this actor's threads, and the user's count wins)."""
         if self._scaled:
-            return {"actors": len(self.actors), "removed": [], **self.resource_note()}
+            return {"actors": len(self.actors), "removed": 0, "cancelled": 0, **self.resource_note()}
         return self.scale(self.actor_cfg.num_actors)
 
     @staticmethod
@@ -315,6 +332,7 @@ class Controller:
             "waiting_actors": sum(1 for a in actors if a.get("waiting")),
             "cpus_free": ray.available_resources().get("CPU", 0.0),
             "retired": list(self.retired.values()),
+            "cancelled": self.cancelled,
             "dead_incarnations": list(self.dead_incarnations),
             "progress": dict(self.progress),
             "relays": self.relay_stats(),
