@@ -67,6 +67,8 @@ class LearnerClient:
         self.incarnation = secrets.randbits(63) or 1
         self.learner_id = ""
         self.policy_version = 0
+        self.state_dim = 0  # the last handshake's reply: the learner's critics read the state
+        self._handshaken = threading.Event()
         self.stats = collections.Counter()
         self.push_latency_s = 0.0
         self.wait_s = 0.0  # total time push() blocked on a full window
@@ -85,7 +87,15 @@ class LearnerClient:
 
     # ---- stepping thread ----
     def push(self, arrays: dict, policy_version: int) -> None:
-        """Queue one batch; blocks while the window is full. Never drops."""
+        """Queue one batch; blocks while the window is full. Never drops. A pixel batch's
+        frame_state goes only to a learner that reads it: its first push waits for the
+        handshake's reply to say so."""
+        if "frame_state" in arrays:
+            while not self._handshaken.wait(0.1):
+                if self._closed.is_set():
+                    raise RuntimeError("client closed")
+            if not self.state_dim:
+                arrays = {k: v for k, v in arrays.items() if k != "frame_state"}
         with self._lock:
             if len(self._pending) >= self.window:  # backpressure: the learner is behind
                 t0 = time.monotonic()
@@ -154,6 +164,8 @@ class LearnerClient:
             self.policy_version = 0  # the new learner's versions may start lower
         self.learner_id = reply.learner_id
         self._session = reply.session_id
+        self.state_dim = reply.state_dim
+        self._handshaken.set()
 
     def _requests(self, outbox: queue.Queue):
         while True:

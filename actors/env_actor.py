@@ -59,7 +59,8 @@ class EnvActor:
         # pixel envs: obs_shape is one camera frame, the policy acts on the last frame_stack
         self.frame_stack, self.frame_shape = int(d.get("frame_stack", 0)), tuple(d["obs_shape"])
         spec = codec.spec_to_proto(env_cfg.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
-                                   self.low, self.high, frame_stack=self.frame_stack)
+                                   self.low, self.high, frame_stack=self.frame_stack,
+                                   state_dim=d["state_dim"])
         # warm-up actions and the policy's exploration noise, both from the actor's seed
         self.rng = np.random.default_rng(seed)  # (the noise's generator: _import_torch)
         self._policy: MLPPolicy | None = None
@@ -187,7 +188,7 @@ class EnvActor:
         E, st = self.cfg.num_envs, self.stepper
         a_dim = self.low.shape[0]
         fr = FrameRows(st.obs, self.frame_shape, self.frame_stack, a_dim,
-                       self.cfg.steps_per_push * E, self.cfg.n_step, self.cfg.gamma)
+                       self.cfg.steps_per_push * E, self.cfg.n_step, self.cfg.gamma, st.state)
         version = 0
         clock = time.perf_counter
         wall0, cpu0 = clock(), time.thread_time()
@@ -207,7 +208,7 @@ class EnvActor:
             t1 = clock()
             out = st.step(fr.one["action"], fr.next_frames, fr.one["reward"], fr.one["terminated"])
             t2 = clock()
-            fr.end(st.obs, out.ok, out.done)
+            fr.end(st.obs, out.ok, out.done, st.state, st.next_state)
             t_policy += t1 - t0
             t_env += t2 - t1
             self.steps += int(out.ok.sum())

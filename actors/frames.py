@@ -5,7 +5,9 @@ for the life of the actor process, each with the number of its episode's previou
 an episode's first frame); a row names the newest frame of its obs stack and of its next_obs
 stack. The learner rebuilds the stacks from those links, so what is sent here is enough to
 rebuild exactly the stack the policy acted on: [prev(prev(n)), prev(n), n], an episode's first
-frame repeated where it has fewer.
+frame repeated where it has fewer. Where the env has a state (PixelEnv.state), each frame's
+state is kept beside it (frame_state): a learner whose critics read the state gets it once per
+frame, as the frame itself.
 
 n-step rows come from actors/nstep.py with frame numbers as their "obs" (one int64 each).
 """
@@ -27,8 +29,9 @@ class FrameRows:
     """
 
     def __init__(self, obs: np.ndarray, frame_shape: tuple[int, ...], stack: int, act_dim: int,
-                 rows: int, n_step: int = 1, gamma: float = 0.99):
-        """`obs`: the envs' first frames [E, prod(frame_shape)] uint8; `rows`: push batch rows."""
+                 rows: int, n_step: int = 1, gamma: float = 0.99, state: np.ndarray | None = None):
+        """`obs`: the envs' first frames [E, prod(frame_shape)] uint8; `rows`: push batch rows;
+        `state`: the envs' states at those frames [E, state_dim] (None or no columns: none)."""
         E = len(obs)
         self.num_envs, self.frame_shape, self.S = E, tuple(frame_shape), stack
         self.acc = NStep(E, 1, act_dim, n_step, gamma, obs_dtype=np.int64) if n_step > 1 else None
@@ -42,51 +45,62 @@ class FrameRows:
         self.frames_cap = 2 * self.rows_cap + 2 * E
         self.frames = np.empty((self.frames_cap, *self.frame_shape), np.uint8)
         self.frame_prev = np.empty(self.frames_cap, np.int64)
+        has_state = state is not None and state.shape[1] > 0
+        self.frame_state = np.empty((self.frames_cap, state.shape[1]), np.float32) if has_state else None
         self.n = self.nf = 0
         self.next_number = 0  # the number the next new frame gets
         self.first = 0  # the number of frames[0]
         self.cur = np.empty(E, np.int64)  # each env's newest frame
         self._stack = np.empty((E, stack, *self.frame_shape), np.uint8)
-        self._start(np.arange(E), obs)
+        self._start(np.arange(E), obs, state)
 
     def stacks(self) -> np.ndarray:
         """[E, S*C, H, W] uint8: each env's last S frames, oldest first, on the channel axis."""
         E, S, C = self.num_envs, self.S, self.frame_shape[0]
         return self._stack.reshape(E, S * C, *self.frame_shape[1:])
 
-    def _number(self, envs: np.ndarray, frames: np.ndarray, prev: np.ndarray) -> np.ndarray:
-        """New frames (rows of `frames`, in `envs` order) into the batch; their numbers."""
+    def _number(self, envs: np.ndarray, frames: np.ndarray, prev: np.ndarray,
+                states: np.ndarray | None) -> np.ndarray:
+        """New frames (rows of `frames`, in `envs` order) and their states into the batch; their
+        numbers."""
         k = len(envs)
         numbers = self.next_number + np.arange(k)
         self.frames[self.nf:self.nf + k] = frames.reshape(k, *self.frame_shape)
         self.frame_prev[self.nf:self.nf + k] = prev
+        if self.frame_state is not None:
+            self.frame_state[self.nf:self.nf + k] = states
         self.nf += k
         self.next_number += k
         return numbers
 
-    def _start(self, envs: np.ndarray, obs: np.ndarray) -> None:
+    def _start(self, envs: np.ndarray, obs: np.ndarray, state: np.ndarray | None) -> None:
         """Episodes start in `envs` from frames obs[envs]: numbered, each stack that frame S times."""
         if not len(envs):
             return
-        self.cur[envs] = self._number(envs, obs[envs], np.full(len(envs), -1))
+        states = None if self.frame_state is None else state[envs]
+        self.cur[envs] = self._number(envs, obs[envs], np.full(len(envs), -1), states)
         self._stack[envs] = obs[envs].reshape(len(envs), 1, *self.frame_shape)
 
     def begin(self, action: np.ndarray) -> None:
         self.one["obs"][:, 0] = self.cur
         self.one["action"][:] = action
 
-    def end(self, obs: np.ndarray, ok: np.ndarray, done: np.ndarray) -> None:
+    def end(self, obs: np.ndarray, ok: np.ndarray, done: np.ndarray,
+            state: np.ndarray | None = None, next_state: np.ndarray | None = None) -> None:
         """After the stepper's step: `ok` False where an env raised (recreated and reset in
         obs: no row), `done` where an episode ended (next_frames holds its final frame, obs
-        the next episode's first)."""
+        the next episode's first); `state` and `next_state` the envs' states at obs and at
+        next_frames (VecStepper's)."""
         live = np.flatnonzero(ok)
         one = self.one
-        one["next_obs"][live, 0] = self._number(live, self.next_frames[live], self.cur[live])
+        new_states = None if self.frame_state is None else next_state[live]
+        one["next_obs"][live, 0] = self._number(live, self.next_frames[live], self.cur[live],
+                                                new_states)
         going = np.flatnonzero(ok & ~done)
         self.cur[going] = one["next_obs"][going, 0]
         self._stack[going, :-1] = self._stack[going, 1:]
         self._stack[going, -1] = self.next_frames[going].reshape(len(going), *self.frame_shape)
-        self._start(np.flatnonzero(~ok | done), obs)
+        self._start(np.flatnonzero(~ok | done), obs, state)
         if self.acc:
             self.n += self.acc.add(one["obs"], one["action"], one["reward"], one["next_obs"],
                                    one["terminated"], done, ok, self.rows, self.n)
@@ -116,6 +130,8 @@ class FrameRows:
                "reward": r["reward"][:n], "terminated": r["terminated"][:n]}
         if "discount" in r:
             out["discount"] = r["discount"][:n]
+        if self.frame_state is not None:
+            out["frame_state"] = self.frame_state[:self.nf]
         self.n = self.nf = 0
         self.first = self.next_number
         return out

@@ -223,7 +223,10 @@ def make_camera(env: gym.Env, camera: str | int | None) -> mujoco.MjvCamera:
 
 
 class PixelEnv(gym.Wrapper):
-    """One uint8 frame [3, size, size] per step from the env's camera, the action repeated."""
+    """One uint8 frame [3, size, size] per step from the env's camera, the action repeated.
+
+    `state` is what the wrapped env observed at the same moment (float32, flat): a learner whose
+    critics read the env's state gets it beside each frame (proto/herd.proto frame_state)."""
 
     def __init__(self, env: gym.Env, cfg: PixelConfig):
         super().__init__(env)
@@ -239,6 +242,7 @@ class PixelEnv(gym.Wrapper):
         self._rect = mujoco.MjrRect(0, 0, cfg.size, cfg.size)
         self._rgb = np.empty((cfg.size, cfg.size, 3), np.uint8)  # GL's rows, reused every frame
         self.observation_space = gym.spaces.Box(0, 255, (3, cfg.size, cfg.size), np.uint8)
+        self.state = np.zeros(int(np.prod(env.observation_space.shape)), np.float32)
 
     @property
     def camera(self) -> mujoco.MjvCamera:
@@ -255,7 +259,8 @@ class PixelEnv(gym.Wrapper):
         return u.model, u.data, self._camera, self.pixel_config
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
-        _, info = self.env.reset(**kwargs)
+        state, info = self.env.reset(**kwargs)
+        self.state = np.asarray(state, np.float32).ravel()
         return self.frame(), info
 
     def advance(self, action: Any) -> tuple[float, bool, bool, dict]:
@@ -263,7 +268,8 @@ class PixelEnv(gym.Wrapper):
         then renders the frames of many envs at once)."""
         total = 0.0
         for _ in range(self.pixel_config.action_repeat):
-            _, reward, terminated, truncated, info = self.env.step(action)
+            state, reward, terminated, truncated, info = self.env.step(action)
+            self.state = np.asarray(state, np.float32).ravel()
             total += float(reward)
             if terminated or truncated:
                 break

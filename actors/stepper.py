@@ -82,7 +82,9 @@ class StepOut:
 
 class VecStepper:
     """E envs of one EnvConfig; `obs` [E, obs_dim] is what the policy acts on next (float32;
-    a pixel env's camera frame, flattened uint8)."""
+    a pixel env's camera frame, flattened uint8). Pixel envs also keep `state` [E, state_dim],
+    each env's state at its `obs` frame, and `next_state`, the state at the frame a step wrote
+    into next_obs (float32; PixelEnv.state)."""
 
     def __init__(self, env_cfg: EnvConfig, num_envs: int, seed: int = 0, threads: int = 1,
                  fast: bool | None = None):
@@ -104,7 +106,10 @@ class VecStepper:
         self._ep_ret = np.zeros(num_envs)
         self._ep_len = np.zeros(num_envs, np.int64)
         # float32 for state envs, uint8 camera frames (flattened) for pixel envs
-        self.obs_dtype = np.dtype(describe(self.envs[0])["obs_dtype"])
+        d = describe(self.envs[0])
+        self.obs_dtype = np.dtype(d["obs_dtype"])
+        self.state = np.zeros((num_envs, d["state_dim"]), np.float32)
+        self.next_state = np.zeros_like(self.state)
         first = [self._reset(i) for i in range(num_envs)]
         self.obs = np.stack(first).astype(self.obs_dtype)
         self.obs_dim = self.obs.shape[1]
@@ -131,6 +136,8 @@ class VecStepper:
         self._ep_ret[i], self._ep_len[i] = 0.0, 0
         env = self.envs[i].unwrapped if self.fast else self.envs[i]
         obs, _ = env.reset(seed=s)
+        if self.tiled:
+            self.state[i] = self.envs[i].state
         return np.asarray(obs, self.obs_dtype).ravel()
 
     def _run(self, idx, action, next_obs, reward, terminated, ok, episodes, done) -> None:
@@ -205,6 +212,7 @@ class VecStepper:
                 continue
             reward[i] = r
             terminated[i] = bool(term)
+            self.next_state[i] = self.envs[i].state
             self._ep_ret[i] += r
             self._ep_len[i] += 1
             stepped.append((i, bool(term or trunc)))
@@ -217,6 +225,7 @@ class VecStepper:
                 self.obs[i] = self._reset(i)
             else:
                 self.obs[i] = next_obs[i]
+                self.state[i] = self.next_state[i]
 
     def _step_batched(self, action, next_obs, reward, terminated, out: StepOut) -> None:
         loco, failed = self._loco, []

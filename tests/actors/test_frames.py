@@ -1,6 +1,6 @@
 """A pixel actor's frame numbering and rows (actors/frames.py) against a plain reference: the
 stacks the learner rebuilds from what was sent are the stacks the policy acted on, every frame
-travels once, and n-step rows point k frames on in their episode."""
+travels once (its state beside it), and n-step rows point k frames on in their episode."""
 
 import numpy as np
 import pytest
@@ -9,6 +9,11 @@ from herd.actors.frames import FrameRows
 
 SHAPE = (3, 4, 4)  # one tiny RGB frame
 FRAME = int(np.prod(SHAPE))
+
+
+def state_of(frames: np.ndarray) -> np.ndarray:
+    """The fake envs' state at a frame: its first two pixels, so a frame and its state pair up."""
+    return frames[..., :2].astype(np.float32)
 
 
 class FakeSteps:
@@ -46,7 +51,8 @@ def rebuild(number: int, frames: dict, prev: dict, S: int) -> np.ndarray:
 def test_stacks_rebuilt_from_the_wire_are_what_the_policy_saw(n_step):
     E, S, gamma = 5, 3, 0.9
     env = FakeSteps(E, seed=n_step)
-    fr = FrameRows(env.obs.copy(), SHAPE, S, act_dim=2, rows=4 * E, n_step=n_step, gamma=gamma)
+    fr = FrameRows(env.obs.copy(), SHAPE, S, act_dim=2, rows=4 * E, n_step=n_step, gamma=gamma,
+                   state=state_of(env.obs))
     acted = {}  # (env, action[0] as an id) -> the stack acted on
     episode = {}  # frame number -> (episode id, position in it): the reference's own books
     ep_of = list(range(E))
@@ -64,7 +70,7 @@ def test_stacks_rebuilt_from_the_wire_are_what_the_policy_saw(n_step):
         ok, done = env.step(fr.next_frames, fr.one["reward"], fr.one["terminated"])
         ok_steps += int(ok.sum())
         before = fr.next_number
-        fr.end(env.obs, ok, done)
+        fr.end(env.obs, ok, done, state_of(env.obs), state_of(fr.next_frames))
         # the reference numbering: new frames of live envs in env order, then fresh episodes
         number = before
         for e in np.flatnonzero(ok):
@@ -85,6 +91,7 @@ def test_stacks_rebuilt_from_the_wire_are_what_the_policy_saw(n_step):
     frames, prev, expected_first = {}, {}, 0
     for b in batches:
         assert b["first_frame"] == expected_first  # numbers run on, each frame once
+        np.testing.assert_array_equal(b["frame_state"], state_of(b["frames"].reshape(-1, FRAME)))
         for i, (f, p) in enumerate(zip(b["frames"], b["frame_prev"])):
             frames[expected_first + i], prev[expected_first + i] = f.reshape(-1, *SHAPE[1:]), int(p)
         expected_first += len(b["frames"])

@@ -116,3 +116,37 @@ def test_pixel_envs_step_tiled_as_one_at_a_time():
     assert ends >= 4
     tiled.close()
     plain.close()
+
+
+def test_pixel_envs_keep_the_state_the_env_observes_at_each_frame():
+    """A pixel stepper's state (at obs) and next_state (at the frame a step wrote, the true final
+    one where an episode ended) against gymnasium's own loop of the same env from state, with
+    the same seeds, actions and action repeat."""
+    from herd.actors.config import PixelConfig
+
+    E, seed, repeat = 3, 5, 2
+    cfg = EnvConfig(id="InvertedPendulum-v5", pixels=PixelConfig(size=16, action_repeat=repeat))
+    st = VecStepper(cfg, E, seed=seed)
+    envs = [gym.make("InvertedPendulum-v5") for _ in range(E)]
+    resets = [1] * E
+    want = np.stack([e.reset(seed=seed * 10_007 + i * 101)[0] for i, e in enumerate(envs)])
+    rng = np.random.default_rng(1)
+    ends = 0
+    for _ in range(60):
+        np.testing.assert_allclose(st.state, want, rtol=0, atol=1e-6)
+        a = rng.uniform(-3, 3, (E, 1)).astype(np.float32)
+        out = st.step(a, np.zeros_like(st.obs), np.zeros(E, np.float32), np.zeros(E, bool))
+        for i, e in enumerate(envs):
+            for _ in range(repeat):
+                o, _, term, trunc, _ = e.step(a[i])
+                if term or trunc:
+                    break
+            np.testing.assert_allclose(st.next_state[i], o, rtol=0, atol=1e-6)
+            assert out.done[i] == (term or trunc)
+            if term or trunc:
+                o, _ = e.reset(seed=seed * 10_007 + i * 101 + resets[i])
+                resets[i] += 1
+                ends += 1
+            want[i] = o
+    assert ends >= 3
+    st.close()
