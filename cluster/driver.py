@@ -33,6 +33,7 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from herd.capacity import actor_capacity
 from herd.config import ConfigError, JobConfig, dump_config, parse_config
 from herd.control import NAMESPACE, controller_name
 from herd.controller import Controller
@@ -99,6 +100,12 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
         path = getattr(cfg.learner.server, name)
         if path and not Path(path).is_file():
             raise ConfigError(f"learner.server.{name}: no such file {path}")
+    from herd.controller import actor_resources
+
+    cap = actor_capacity(ray.nodes(), cfg.actors.num_cpus, actor_resources())
+    if cfg.actors.num_actors > cap.actors:
+        raise ConfigError(f"actors.num_actors={cfg.actors.num_actors} could never be placed: this "
+                          f"cluster holds at most {cap.actors} ({cap.why(cfg.actors.num_cpus)})")
     warnings = []
     total = sum(r.get("CPU", 0) for r in nodes)
     need = cfg.learner.placement.num_cpus + cfg.actors.num_actors * cfg.actors.num_cpus
@@ -417,7 +424,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     # rates of the first row count from the counters this learner started with (a resumed
     # job's restored ones), not from zero
     restored = watch.call("status_dict").get("restored") or {}
-    recent = [(time.monotonic(), restored.get("received", 0), restored.get("updates", 0))]
+    recent = [(time.monotonic(), restored.get("received", 0), restored.get("updates", 0), {})]
     while True:
         time.sleep(cfg.run.log_every_s)
         st = ray.get(controller.status.remote())
@@ -429,16 +436,19 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         st = {**st, "learner": ls}
         timeline.observe(st)
         if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
-            recent = [(now, ls["received"], ls["updates"])]
+            recent = [(now, ls["received"], ls["updates"], recent[-1][3])]
         periodic.poll(ls, now)
         row = progress_row(st, periodic.last_return(), now - start, recent[0])
         row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
-        recent.append((now, ls["received"], ls["updates"]))
+        steps = actor_steps(st["actors"])
+        rates = actor_rates(steps, now, recent[0])
+        recent.append((now, ls["received"], ls["updates"], steps))
         while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
             recent.pop(0)
         metrics.write(row, opened=ls["updates"] > 0)
         ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
                                                 "max_seconds": cfg.run.max_seconds,
+                                                "actor_steps_per_s": rates,
                                                 "start_over": timeline.over(ls, now - start)}))
         print(format_row(row), flush=True)
         if now - last_ckpt >= cfg.run.checkpoint_every_s:
@@ -605,6 +615,18 @@ def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tupl
         "gpu_mem_allocated": ls["gpu_mem_allocated"],
         "gpu_mem_reserved": ls["gpu_mem_reserved"],
     }
+
+
+def actor_steps(actors: list[dict]) -> dict[str, int]:
+    return {a["actor_id"]: a["steps"] for a in actors if "steps" in a}
+
+
+def actor_rates(steps: dict[str, int], now: float, prev: tuple) -> dict[str, float]:
+    """Each actor's env steps/s over the window of the row's own rates (`prev`: the window's
+    start, its actor steps last), so that the actors' rates add up to the job's. An actor
+    not seen then (new, or a fresh incarnation counting from 0) has none yet."""
+    dt = max(now - prev[0], 1e-9)
+    return {a: (n - prev[3][a]) / dt for a, n in steps.items() if prev[3].get(a, n + 1) <= n}
 
 
 def format_row(r: dict) -> str:

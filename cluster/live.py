@@ -12,7 +12,20 @@ from rich.table import Table
 
 from herd.ray_errors import failure_line
 
-console = Console()
+PIPE_WIDTH = 100_000
+"""A pipe's lines (a log file, CI) are as long as their text: no wrapping, no path split."""
+
+
+def make_console(file=None) -> Console:
+    """rich's console on a terminal (colours unless NO_COLOR); on a pipe, one that neither wraps
+    nor colours, as Ray's and SB3's CLIs write to a log."""
+    console = Console(file=file)
+    if console.is_terminal:
+        return console
+    return Console(file=file, width=PIPE_WIDTH, color_system=None, highlight=False, soft_wrap=True)
+
+
+console = make_console()
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
@@ -194,6 +207,8 @@ def status_view(st: dict):
         notes.append(f"[yellow]{len(waiting)} actor{'s' if len(waiting) > 1 else ''} "
                      f"{waiting[0]['error']}; {st.get('cpus_free', 0):g} CPUs free: they start when "
                      "CPUs free up or nodes join[/]")
+    # an actor's own rate is since whoever asked it last: the driver's is over the header's window
+    window_rates = p.get("actor_steps_per_s") or {}
     for a in actors:
         if a.get("error"):
             notes.append(f"[red]{a['actor_id']}: {a['error']}[/]")
@@ -201,7 +216,8 @@ def status_view(st: dict):
             t.add_row(a["actor_id"], *["-"] * 10)
             continue
         t.add_row(a["actor_id"], str(a["pid"]), str(a["steps"]),
-                  f"{a.get('recent_steps_per_s', a['steps_per_s']):.0f}", str(a["acked"]),
+                  f"{window_rates.get(a['actor_id'], a.get('recent_steps_per_s', a['steps_per_s'])):.0f}",
+                  str(a["acked"]),
                   f"{a.get('bytes_sent', 0) / 1e6:.0f}", _fmt(a["mean_return"]),
                   str(a["policy_version"]), f"{a['push_latency_ms']:.0f}", str(a.get("in_flight", "-")),
                   str(a["reconnects"]))
@@ -214,19 +230,29 @@ def print_status(st: dict) -> None:
     console.print(status_view(st))
 
 
-def watch_status(fetch, every_s: float) -> int:
-    """Redraw the status in place (rich Live) every `every_s` seconds until the job ends."""
+def watch_status(fetch, every_s: float, out: Console | None = None) -> int:
+    """The status every `every_s` seconds until the job ends: redrawn in place on a terminal
+    (rich Live); on a pipe, which cannot redraw, a block per refresh headed by its time."""
     from rich.live import Live
 
+    out = out or console
     st = fetch()
     if st is None:
         return 1
-    with Live(status_view(st), console=console, refresh_per_second=4, screen=False) as live:
-        while True:
+    if not out.is_terminal:
+        while st is not None:
+            out.print(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            out.print(status_view(st))
+            out.file.flush()  # a block as it comes, to a file or a pipe too
             time.sleep(every_s)
             st = fetch()
-            if st is None:
-                break
-            live.update(status_view(st))
-    console.print("[bold]the job's controller is gone[/]: the job ended (see `herd logs JOB`)")
+    else:
+        with Live(status_view(st), console=out, refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(every_s)
+                st = fetch()
+                if st is None:
+                    break
+                live.update(status_view(st))
+    out.print("[bold]the job's controller is gone[/]: the job ended (see `herd logs JOB`)")
     return 0
