@@ -483,6 +483,16 @@ class Learner:
     def ping(self) -> str:
         return self.learner_id
 
+    def received_by_actor(self) -> dict[str, int]:
+        """Transitions accepted from each actor_id (all its processes) by this learner process:
+        the driver's books of an actor process that was killed before it could report."""
+        return dict(self.servicer.received)
+
+    def wind_down(self) -> None:
+        """The job ends: inserts stop waiting for updates (the replay ratio lets go), so that
+        actors held back by it deliver what they stepped before they stop."""
+        self.table.limiter.ratio = None
+
     def stop(self) -> dict:
         """Stop serving and training; what was accepted is inserted before returning."""
         self.ingest.stop(grace=1.0)
