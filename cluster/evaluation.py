@@ -31,7 +31,7 @@ from herd.checkpoint import (  # noqa: F401 -- CheckpointRefused, load_checkpoin
 
 
 class RenderUnavailable(RuntimeError):
-    """Offscreen rendering (MUJOCO_GL=egl or osmesa) or an mp4 encoder is missing here."""
+    """Offscreen rendering (EGL or OSMesa) or an mp4 encoder is missing here."""
 
 
 def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, video: str | None = None,
@@ -211,10 +211,7 @@ def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
     """RenderUnavailable with the reason when this process cannot render offscreen."""
     if is_pixel_env(env_cfg):  # the env renders its own observations (its GL chosen by make_env)
         return _check_camera(env_cfg)
-    gl = os.environ.get("MUJOCO_GL")
-    if gl not in ("egl", "osmesa"):
-        raise RenderUnavailable(f"MUJOCO_GL is {gl!r}; set MUJOCO_GL=egl (GPU or Mesa EGL) or "
-                                "MUJOCO_GL=osmesa for offscreen rendering")
+    gl = offscreen_gl()
     try:
         env = make_env(env_cfg.model_copy(
             update={"kwargs": {**env_cfg.kwargs, "render_mode": "rgb_array", "width": 64, "height": 48}}))
@@ -230,6 +227,46 @@ def check_offscreen_rendering(env_cfg: EnvConfig) -> None:
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
         raise RenderUnavailable("no mp4 encoder: `pip install imageio-ffmpeg`") from None
+
+
+OFFSCREEN_GL = ("egl", "osmesa")
+"""Tried in this order where MUJOCO_GL names neither, as pixel jobs pick theirs (actors/pixels.py)."""
+
+
+def offscreen_gl() -> str:
+    """The GL a state env's video is rendered with, set in MUJOCO_GL and PYOPENGL_PLATFORM: an
+    egl or osmesa MUJOCO_GL already set, else the first of OFFSCREEN_GL that makes a context
+    here. Each is tried in a child process: PyOpenGL loads one platform per process, so a
+    failed EGL here would leave no OSMesa to fall back to. RenderUnavailable when none works."""
+    from herd.actors.pixels import select_gl
+
+    preset = os.environ.get("MUJOCO_GL", "").lower()
+    if preset in OFFSCREEN_GL:
+        return select_gl(preset)
+    failed = []
+    for gl in OFFSCREEN_GL:
+        why = gl_context_fails(gl)
+        if why is None:
+            return select_gl(gl)
+        failed.append(f"{gl}: {why}")
+    raise RenderUnavailable(f"no offscreen OpenGL here ({'; '.join(failed)}); on Debian: apt-get "
+                            "install libegl-mesa0 libgl1-mesa-dri libosmesa6")
+
+
+def gl_context_fails(gl: str) -> str | None:
+    """Why a child process cannot make a `gl` context (its error's last line); None when it can."""
+    import subprocess
+    import sys
+
+    code = f"from mujoco.{gl} import GLContext; c = GLContext(8, 8); c.make_current(); c.free()"
+    env = {**os.environ, "MUJOCO_GL": gl, "PYOPENGL_PLATFORM": gl}
+    try:
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return "no context within 60 s"
+    lines = r.stderr.strip().splitlines()
+    return None if r.returncode == 0 else (lines[-1] if lines else f"exit {r.returncode}")
 
 
 def _check_camera(env_cfg: EnvConfig) -> None:

@@ -139,6 +139,10 @@ class EncoderConfig(_Section):
     """A Polyak target encoder (encoder_tau) under the target critics, as DrQ has it; false: the
     target critics read the online encoder's features of the next frames, as DrQ-v2 does (one
     conv pass less per update)."""
+    privileged_critic: bool = False
+    """The critics and their targets read the env's state (what it observes without its camera,
+    sent by the actors beside each frame) through an MLP, no conv pass; the actor reads the
+    frames, and its loss trains the encoder. The published and exported policy reads frames."""
 
 
 class ReplayConfig(_Section):

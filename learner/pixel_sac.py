@@ -8,6 +8,17 @@
     steps:   one flat Adam for encoder + critic, one for actor + temperature (flat_adam.py);
              Polyak: one lerp over the flat target, encoder_tau for the encoder, pixel_tau after
 
+With learner.encoder.privileged_critic the critics read the env's state instead (an asymmetric
+actor-critic: the state of each row's obs and next frame, from the frame replay):
+
+    critic:  twin Q(obs state, action), no trunk, no conv pass
+    actor:   encoder(obs) -> actor trunk -> tanh-Gaussian    its loss trains the encoder
+    target:  target twin Q(next state, next action from the next frames' features)
+    steps:   one flat Adam for the critics, one for encoder + actor + temperature
+
+The critic learns from state about as fast as a state job's, and the actor's gradient dQ/da
+through the encoder is what shapes the features (bench/results/pixels-*-privileged-*.json).
+
 Like SAC.update it is a function of fixed-shape device tensors with no host read, so
 learner/graphed.py captures it as one CUDA graph (bf16 autocast on CUDA; fp32 on the CPU, where
 it runs eagerly). The next actions come from the actor on the online encoder's features of the
@@ -36,8 +47,13 @@ from herd.proto import herd_pb2 as pb
 class PixelSAC:
     def __init__(self, cfg: AlgorithmConfig, enc: EncoderConfig, compute: ComputeConfig,
                  frame_shape: tuple[int, int, int], frame_stack: int, action_dim: int,
-                 action_low, action_high, device):
+                 action_low, action_high, device, state_dim: int = 0):
+        """`state_dim`: the env's state length (EnvSpec.state_dim), which privileged critics read."""
         self.cfg, self.enc, self.compute = cfg, enc, compute
+        self.privileged, self.state_dim = enc.privileged_critic, state_dim
+        if self.privileged and not state_dim:
+            raise ValueError("learner.encoder.privileged_critic: the env reports no state beside "
+                             "its frames (EnvSpec.state_dim is 0)")
         self.batch_size = enc.pixel_batch_size
         self.device = device = torch.device(device)
         self.frame_shape, self.frame_stack = tuple(frame_shape), frame_stack
@@ -53,29 +69,32 @@ class PixelSAC:
         c, h, w = self.frame_shape
         f, hidden = enc.feature_dim, enc.pixel_hidden_sizes
         self.encoder = Encoder(c * frame_stack, (h, w), enc.channels, enc.layers).to(device)
-        self.critic_trunk = Trunk(self.encoder.repr_dim, f).to(device)
-        self.critic = Critic(f, action_dim, hidden, 2, 1).to(device)
+        self.critic_trunk = None if self.privileged else Trunk(self.encoder.repr_dim, f).to(device)
+        self.critic = Critic(state_dim if self.privileged else f, action_dim, hidden, 2, 1).to(device)
         self.actor_trunk = Trunk(self.encoder.repr_dim, f).to(device)
         self.actor = Actor(f, action_dim, hidden, action_low, action_high,
                            (cfg.log_std_min, cfg.log_std_max)).to(device)
-        online = (self.encoder, self.critic_trunk, self.critic)
+        # what the critic's loss trains: the encoder too, unless the critics read the state
+        online = (self.critic,) if self.privileged else (self.encoder, self.critic_trunk, self.critic)
         self.target_encoder = (copy.deepcopy(self.encoder).requires_grad_(False)
-                               if enc.target_encoder else None)
-        self.target_trunk, self.target = (
-            copy.deepcopy(m).requires_grad_(False) for m in online[1:])
+                               if enc.target_encoder and not self.privileged else None)
+        self.target_trunk = (None if self.privileged
+                             else copy.deepcopy(self.critic_trunk).requires_grad_(False))
+        self.target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(enc.pixel_init_alpha)), device=device,
                                       requires_grad=True)
         self.target_entropy = float(
             cfg.target_entropy if cfg.target_entropy is not None else -action_dim)
         self._critic_params = module_params(*online)
-        self._actor_params = module_params(self.actor_trunk, self.actor)
+        self._actor_params = module_params(
+            *((self.encoder,) if self.privileged else ()), self.actor_trunk, self.actor)
         self.critic_opt = FlatAdam([(self._critic_params, enc.pixel_lr)])
         self.actor_opt = FlatAdam([(self._actor_params, enc.pixel_lr), ([self.log_alpha], enc.pixel_lr)])
         targets = [m for m in (self.target_encoder, self.target_trunk, self.target) if m is not None]
         self._target_flat = flatten_(module_params(*targets))
-        n_enc = sum(p.numel() for p in self.encoder.parameters())
+        n_enc = 0 if self.privileged else sum(p.numel() for p in self.encoder.parameters())
         tau = torch.full_like(self._target_flat, enc.pixel_tau)
-        if enc.target_encoder:
+        if self.target_encoder is not None:
             tau[:n_enc] = enc.encoder_tau
             n_enc = 0
         self._tau = tau  # per element: the encoder's step, then the trunk's and the heads'
@@ -92,7 +111,8 @@ class PixelSAC:
         cuda = self.device.type == "cuda"
         with torch.random.fork_rng(devices=[self.device] if cuda else []):
             twin = PixelSAC(self.cfg, self.enc, self.compute, self.frame_shape, self.frame_stack,
-                            self.actor.action_dim, self.action_low, self.action_high, self.device)
+                            self.actor.action_dim, self.action_low, self.action_high, self.device,
+                            self.state_dim)
         if cuda:
             torch.cuda.synchronize(self.device)
         return twin
@@ -137,19 +157,22 @@ class PixelSAC:
         with self.autocast():
             return self.actor.sample(self.actor_trunk(h_pair))
 
-    def _critic_out_eager(self, h, action):
+    # the critics' input `x`: encoder features through their trunk, or the env's state as it is
+    def _critic_out_eager(self, x, action):
         with self.autocast():
-            return self.critic(self.critic_trunk(h), action)
+            return self.critic(x if self.privileged else self.critic_trunk(x), action)
 
     @torch.no_grad()
-    def _target_eager(self, reward, discount, terminated, h_next_t, next_a, next_logp, alpha):
+    def _target_eager(self, reward, discount, terminated, x_next, next_a, next_logp, alpha):
         with self.autocast():
-            nxt = self.target(self.target_trunk(h_next_t), next_a)
+            nxt = self.target(x_next if self.privileged else self.target_trunk(x_next), next_a)
         return losses.soft_target(reward, discount, terminated, nxt, next_logp, alpha)
 
-    def _actor_loss_eager(self, h, a_pi, logp_pi, alpha):
+    def _actor_loss_eager(self, x, a_pi, logp_pi, alpha):
         with self.autocast():
-            q = self.critic(self.critic_trunk(h, detach_weights=True), a_pi, detach_weights=True)
+            if not self.privileged:
+                x = self.critic_trunk(x, detach_weights=True)
+            q = self.critic(x, a_pi, detach_weights=True)
         return losses.actor_loss(q, logp_pi, alpha)
 
     # ---- one update ----
@@ -160,16 +183,18 @@ class PixelSAC:
     def update_on(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         alpha = self.log_alpha.detach().exp()
         obs, nxt = self._augment(b["pixels"])
-        h = self._encode(obs)  # the critic's loss trains the encoder through this
+        h = self._encode(obs)  # trains the encoder: through the critic's loss, or the actor's
         h_next, h_next_t = self._encode_next(nxt)
-        a_all, logp_all = self._actor_pass(torch.stack([h.detach(), h_next], 1))  # obs | next
+        h_actor = h if self.privileged else h.detach()
+        a_all, logp_all = self._actor_pass(torch.stack([h_actor, h_next], 1))  # obs | next
         a_pi, logp_pi = a_all[:, 0], logp_all[:, 0].float()
-        target = self._target(b["reward"], b["discount"], b["terminated"], h_next_t,
+        x, x_next = ((b["obs_state"], b["next_state"]) if self.privileged else (h, h_next_t))
+        target = self._target(b["reward"], b["discount"], b["terminated"], x_next,
                               a_all[:, 1].detach(), logp_all[:, 1].detach().float(), alpha)
-        q = self._critic_out(h, b["action"])
+        q = self._critic_out(x, b["action"])
         critic_loss = losses.mse_critic_loss(q, target)
         c_grads = torch.autograd.grad(critic_loss, self._critic_params)
-        actor_loss = self._actor_loss(h.detach(), a_pi, logp_pi, alpha)  # the pre-step critic
+        actor_loss = self._actor_loss(x.detach(), a_pi, logp_pi, alpha)  # the pre-step critic
         a_grads = torch.autograd.grad(actor_loss, self._actor_params)
         alpha_grad = losses.temperature_grad(logp_pi, self.target_entropy)
         self.critic_opt.step(list(c_grads))
@@ -217,6 +242,7 @@ class PixelSAC:
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
             "pixels": True,
+            "privileged_critic": self.privileged,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -224,6 +250,11 @@ class PixelSAC:
         if not state.get("pixels"):
             raise ValueError("the checkpoint is of a state-env learner; this learner's env is "
                              "from pixels")
+        if bool(state.get("privileged_critic")) != self.privileged:
+            raise ValueError(f"the checkpoint's critics read "
+                             f"{'the state' if state.get('privileged_critic') else 'the frames'}; "
+                             f"this learner's have learner.encoder.privileged_critic "
+                             f"{str(self.privileged).lower()}")
         for name in self.modules:
             if name not in state:
                 raise ValueError(f"the checkpoint has no {name}: it was trained with another "

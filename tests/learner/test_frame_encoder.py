@@ -81,3 +81,42 @@ def test_without_a_target_encoder_the_targets_read_the_online_features():
                      2, [-1, -1], [1, 1], "cpu")
     with pytest.raises(ValueError, match="target_encoder"):
         other.load_state_dict(sac.state_dict())
+
+
+def test_privileged_critics_read_the_state_and_the_actor_trains_the_encoder():
+    cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
+                             privileged_critic=True)
+    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu",
+                   state_dim=5)
+    assert sac.critic_trunk is None and sac.target_encoder is None and sac.target_trunk is None
+    assert sac.critic.obs_dim == 5
+    g = torch.Generator().manual_seed(2)
+    batch = {"pixels": torch.randint(0, 256, (6, 2, 9, 16, 16), dtype=torch.uint8, generator=g),
+             "obs_state": torch.randn(6, 5, generator=g), "next_state": torch.randn(6, 5, generator=g),
+             "action": torch.rand(6, 2, generator=g) * 2 - 1, "reward": torch.randn(6, generator=g),
+             "terminated": torch.zeros(6), "discount": torch.full((6,), 0.99)}
+    enc0 = [p.detach().clone() for p in sac.encoder.parameters()]
+    head_t0 = sac.target.head.weight.detach().clone()
+    assert torch.isfinite(sac.update_on(batch)).all()
+    for p, p0 in zip(sac.encoder.parameters(), enc0):
+        assert not torch.equal(p, p0)  # the actor's loss reached the encoder
+    head = sac.critic.head.weight.detach()
+    torch.testing.assert_close(sac.target.head.weight, head_t0 + 0.01 * (head - head_t0))
+    # the critics' Q reads the state: other frames leave it, another state moves it
+    q = sac._critic_out(batch["obs_state"], batch["action"])
+    torch.testing.assert_close(sac._critic_out(batch["obs_state"].clone(), batch["action"]), q)
+    assert not torch.equal(sac._critic_out(batch["next_state"], batch["action"]), q)
+    # the published policy reads frames alone, named and shaped as a symmetric learner's
+    plain = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,))
+    sym = PixelSAC(plain.algorithm, plain.encoder, plain.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    assert {k: v.shape for k, v in sac.wire_tensors().items()} == \
+        {k: v.shape for k, v in sym.wire_tensors().items()}
+    other = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu",
+                     state_dim=5)
+    other.load_state_dict(sac.state_dict())
+    np.testing.assert_array_equal(other.policy_weights(1).tensors[0].data,
+                                  sac.policy_weights(1).tensors[0].data)
+    with pytest.raises(ValueError, match="privileged_critic"):
+        sym.load_state_dict(sac.state_dict())
+    with pytest.raises(ValueError, match="no state"):
+        PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
