@@ -626,10 +626,9 @@ def cmd_evaluate(args) -> int:
     except (FileNotFoundError, ValueError, CheckpointRefused) as e:
         print(f"herd: {first_line_with_hint(e)}", file=sys.stderr)
         return 2
-    except RenderUnavailable as e:
-        print(f"herd: no video: {e}. Evaluating without one.", file=sys.stderr)
-        out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, seed=args.seed,
-                                  working_dir=working_dir)
+    except RenderUnavailable as e:  # asked for a video: none is a failure, not a quiet fallback
+        print(f"herd: no video: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(out))
         return 0
@@ -645,7 +644,7 @@ def cmd_evaluate(args) -> int:
         print(f"contact cost {out['mean_contact_cost']:.1f} per episode (summed -reward_contact; "
               f"return without it {out['mean_return'] + out['mean_contact_cost']:.1f})")
     if out.get("video"):
-        print(f"video: {out['video']} ({out['frames']} frames)")
+        print(f"video: {out['video']} ({out['frames']} frames, MUJOCO_GL={os.environ.get('MUJOCO_GL')})")
     return 0
 
 
@@ -823,7 +822,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--episodes", type=int, default=5)
     s.add_argument("--video", metavar="OUT.mp4",
                    help="record the episodes, a pixel env's as its camera sees them (needs "
-                   "imageio-ffmpeg; a state env also MUJOCO_GL=egl or osmesa)")
+                   "imageio-ffmpeg; rendered offscreen with MUJOCO_GL, else EGL, else OSMesa); "
+                   "no video is an error")
     s.add_argument("--env", help="env id (default: the run's config.yaml)")
     s.add_argument("--working-dir", metavar="DIR", help="the folder holding the env's own package "
                    "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")

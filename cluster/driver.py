@@ -33,6 +33,7 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from herd.books import ControllerLink, ControllerLost, final_books
 from herd.capacity import actor_capacity
 from herd.config import ConfigError, JobConfig, dump_config, parse_config
 from herd.control import NAMESPACE, controller_name
@@ -368,7 +369,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     start = time.monotonic()
     # ---- the env spec every component agrees on ----
     spec = codec.spec_to_proto(cfg.env.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
-                               d["action_low"], d["action_high"], frame_stack=d.get("frame_stack", 0))
+                               d["action_low"], d["action_high"], frame_stack=d.get("frame_stack", 0),
+                               state_dim=d.get("state_dim", 0))
     # ---- learner (GPU) -> controller -> env actors (CPU) ----
     ckpt_dir = str(run_dir / "checkpoint")
     placed = {}
@@ -425,71 +427,92 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     # job's restored ones), not from zero
     restored = watch.call("status_dict").get("restored") or {}
     recent = [(time.monotonic(), restored.get("received", 0), restored.get("updates", 0), {})]
-    while True:
-        time.sleep(cfg.run.log_every_s)
-        st = ray.get(controller.status.remote())
-        ls, now = st["learner"], time.monotonic()
-        restarts = len(watch.restarts)
-        ls = watch.observe(ls, now)
-        if ls is None:
-            continue
-        st = {**st, "learner": ls}
-        timeline.observe(st)
-        if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
-            recent = [(now, ls["received"], ls["updates"], recent[-1][3])]
-        periodic.poll(ls, now)
-        row = progress_row(st, periodic.last_return(), now - start, recent[0])
-        row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
-        steps = actor_steps(st["actors"])
-        rates = actor_rates(steps, now, recent[0])
-        recent.append((now, ls["received"], ls["updates"], steps))
-        while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
-            recent.pop(0)
-        metrics.write(row, opened=ls["updates"] > 0)
-        ray.get(controller.set_progress.remote({**row, "max_env_steps": cfg.run.max_env_steps,
-                                                "max_seconds": cfg.run.max_seconds,
-                                                "actor_steps_per_s": rates,
-                                                "start_over": timeline.over(ls, now - start)}))
-        print(format_row(row), flush=True)
-        if now - last_ckpt >= cfg.run.checkpoint_every_s:
+    link = ControllerLink(controller)
+    try:
+        while True:
+            time.sleep(cfg.run.log_every_s)
             try:
-                ray.get(learner.save.remote(ckpt_dir, cfg.run.save_replay))
-                last_ckpt = now
-                keep_history(Path(ckpt_dir), cfg.run.keep_checkpoints)
-            except LEARNER_DOWN:  # died while saving: the next poll sees it
-                pass
-            except OSError as e:  # disk full, say: the learner cleaned up; retry next interval
-                last_ckpt = now
-                checkpoint_errors.append({"time_s": round(now - start, 1), "error": one_line(e)})
-                print(f"[herd] {one_line(e)}; training goes on, next try in "
-                      f"{cfg.run.checkpoint_every_s:g}s", flush=True)
-        target = cfg.run.target_return
-        last = periodic.last_return()
-        if cfg.run.stop_at_target and target is not None and last is not None and last >= target:
-            reason = "target_return"
-            break
-        if ls["received"] >= cfg.run.max_env_steps:
-            reason = "max_env_steps"
-            break
-        if now - start >= cfg.run.max_seconds:
-            break
-        if st["stop_requested"]:
-            reason = "stopped by user"
-            break
+                st = link.status()
+            except ControllerLost as e:
+                reason = "controller lost"
+                print(f"[herd] {e}; the job winds down with the counts it last reported", flush=True)
+                break
+            if st is None:  # unavailable for a moment: the next tick asks again
+                continue
+            ls, now = st["learner"], time.monotonic()
+            restarts = len(watch.restarts)
+            ls = watch.observe(ls, now)
+            if ls is None:
+                continue
+            st = {**st, "learner": ls}
+            timeline.observe(st)
+            if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
+                recent = [(now, ls["received"], ls["updates"], recent[-1][3])]
+            periodic.poll(ls, now)
+            row = progress_row(st, periodic.last_return(), now - start, recent[0])
+            row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
+            steps = actor_steps(st["actors"])
+            rates = actor_rates(steps, now, recent[0])
+            recent.append((now, ls["received"], ls["updates"], steps))
+            while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
+                recent.pop(0)
+            metrics.write(row, opened=ls["updates"] > 0)
+            link.tell("set_progress", {**row, "max_env_steps": cfg.run.max_env_steps,
+                                       "max_seconds": cfg.run.max_seconds,
+                                       "actor_steps_per_s": rates,
+                                       "start_over": timeline.over(ls, now - start)})
+            print(format_row(row), flush=True)
+            if now - last_ckpt >= cfg.run.checkpoint_every_s:
+                try:
+                    ray.get(learner.save.remote(ckpt_dir, cfg.run.save_replay))
+                    last_ckpt = now
+                    keep_history(Path(ckpt_dir), cfg.run.keep_checkpoints)
+                except LEARNER_DOWN:  # died while saving: the next poll sees it
+                    pass
+                except OSError as e:  # disk full, say: the learner cleaned up; retry next interval
+                    last_ckpt = now
+                    checkpoint_errors.append({"time_s": round(now - start, 1), "error": one_line(e)})
+                    print(f"[herd] {one_line(e)}; training goes on, next try in "
+                          f"{cfg.run.checkpoint_every_s:g}s", flush=True)
+            target = cfg.run.target_return
+            last = periodic.last_return()
+            if cfg.run.stop_at_target and target is not None and last is not None and last >= target:
+                reason = "target_return"
+                break
+            if ls["received"] >= cfg.run.max_env_steps:
+                reason = "max_env_steps"
+                break
+            if now - start >= cfg.run.max_seconds:
+                break
+            if st["stop_requested"]:
+                reason = "stopped by user"
+                break
+
+    except Exception as e:  # whatever failed, the job still ends with its books
+        if watch.down_since is not None:  # no learner to save or count: nothing to wind down
+            raise
+        reason = f"error: {one_line(e)}"
+        print(f"[herd] supervising the job failed ({one_line(e)}); it winds down", flush=True)
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
     periodic.finish()  # the evaluation under way is kept, not dropped
     timeline.close()
+    try:  # the replay ratio no longer holds inserts back: the stopping actors' last batches go in
+        ray.get(learner.wind_down.remote(), timeout=30)
+    except Exception as e:  # noqa: BLE001 -- a restarting learner: the actors' stop waits for it
+        print(f"[herd] the learner did not answer the wind-down ({one_line(e)})", flush=True)
     try:
-        ray.get(controller.scale.remote(0))
+        link.call("scale", 0)
     except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
         print(f"[herd] removing the actors failed ({one_line(e)}); their last polled counts "
               "stand in", flush=True)
-    controller.refill_pool.remote()  # the cores are free now, if the start never was over
-    try:  # no actor is left to serve: the relays' last counts, then they go
-        relays = ray.get(controller.stop_relays.remote())
+    try:
+        link.tell("refill_pool")  # the cores are free now, if the start never was over
+        relays = link.call("stop_relays")  # no actor is left to serve: their last counts
     except Exception as e:  # noqa: BLE001 -- they die with the controller in any case
         relays = {"error": one_line(e)}
+    # every actor stopped or gone: the books, while the learner still serves its per-actor counts
+    books = final_books(link, learner, restarted=bool(watch.restarts))
     final_learner = watch.call("stop")  # inserts everything staged before it returns
     timeline.observe_learner(final_learner)  # its start-up marks, had no poll seen them
     timeline.observe_graph(final_learner)  # a graph swapped in after the last poll
@@ -504,10 +527,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             else "the job has no checkpoint"), flush=True)
     # as save() left it: the checkpoint's own policy
     final_eval = periodic.final(watch.call("policy_for_eval"))
-    final_status = ray.get(controller.status.remote())
-    # actors scaled away (exact final counts) + processes that died and were restarted (their
-    # last polled counts: a lower bound of what they had acked)
-    actors_final = final_status["retired"] + final_status["dead_incarnations"]
+    actors_final = books["actors"]
     acked = int(sum(a.get("acked", 0) for a in actors_final))
     summary = {
         "job_id": job_id,
@@ -539,7 +559,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         # of them, steps with random warm-up actions (a resumed job takes none)
         "actor_random_steps": int(sum(a.get("random_steps", 0) for a in actors_final)),
         "relays": relays,  # by node id, with actors.weights_relay: their final stats
-        "faults": faults_summary(watch.restarts, acked, final_learner, actors_final),
+        "faults": {**faults_summary(watch.restarts, acked, final_learner, actors_final),
+                   "controller_lost": link.lost, "killed_actor_processes": books["killed"],
+                   "killed_steps_lost_at_least": books["lost_at_least"]},
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
         "startup": timeline.seconds(**{k: final_learner.get(k) for k in GRAPH_KEYS}),
@@ -555,7 +577,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
           f"{final_eval['mean_return']:.1f} over {final_eval['episodes']} episodes; "
           f"results in {run_dir}", flush=True)
     try:  # its CLI endpoint and that endpoint's record go first (ray.kill runs no clean-up)
-        ray.get(controller.close_endpoint.remote(), timeout=10)
+        link.call("close_endpoint", timeout=10)
     except Exception as e:  # noqa: BLE001 -- a record left behind only sends `herd status` to Ray
         print(f"[herd] the controller's endpoint did not close ({one_line(e)})", flush=True)
     ray.kill(controller)
