@@ -85,30 +85,59 @@ def test_cli_evaluate_and_errors(checkpoint, tmp_path):
     assert r.returncode == 2 and "no checkpoint" in r.stderr
 
 
-def test_video_where_offscreen_rendering_works(checkpoint, env_cfg, tmp_path):
-    from herd.evaluation import RenderUnavailable, check_offscreen_rendering
+def no_gl_set(**env) -> dict:
+    """This environment without a GL choice (a user's shell), plus `env`."""
+    return {**{k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}, **env}
 
-    gl = os.environ.get("MUJOCO_GL") or "egl"
-    os.environ["MUJOCO_GL"] = gl
-    try:
-        check_offscreen_rendering(env_cfg)
-    except RenderUnavailable as e:
-        pytest.skip(f"no offscreen rendering here: {e}")
+
+def evaluate_video(run_dir, out, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "herd", "evaluate", str(run_dir), "--episodes", "1",
+                           "--video", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=env, check=False)
+
+
+def test_video_without_mujoco_gl_set(checkpoint, tmp_path):
+    """The user sets nothing: EGL (Mesa's software EGL on this CPU machine) is picked."""
+    from herd.evaluation import gl_context_fails
+
+    if gl_context_fails("egl"):
+        pytest.skip(f"no EGL here: {gl_context_fails('egl')}")
     run_dir, _ = checkpoint
     out = tmp_path / "eval.mp4"
-    r = herd("evaluate", str(run_dir), "--episodes", "1", "--video", str(out), env={"MUJOCO_GL": gl})
+    r = evaluate_video(run_dir, out, no_gl_set())
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 1000 and out.read_bytes()[4:8] == b"ftyp"  # an MP4 container
-    assert "video:" in r.stdout
+    assert "video:" in r.stdout and "MUJOCO_GL=egl" in r.stdout
 
 
-def test_video_without_rendering_says_why(checkpoint, tmp_path):
+def test_video_falls_back_to_osmesa_where_egl_fails(checkpoint, tmp_path):
+    from herd.evaluation import gl_context_fails
+
+    if gl_context_fails("osmesa"):
+        pytest.skip(f"no OSMesa here: {gl_context_fails('osmesa')}")
     run_dir, _ = checkpoint
-    r = herd("evaluate", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "x.mp4"),
-             env={"MUJOCO_GL": "glfw"})
-    assert r.returncode == 0
-    assert "no video" in r.stderr and "MUJOCO_GL" in r.stderr
-    assert not (tmp_path / "x.mp4").exists()
+    out = tmp_path / "eval.mp4"
+    # glvnd finds no EGL vendor: EGL makes no display, as on a machine without EGL
+    r = evaluate_video(run_dir, out, no_gl_set(__EGL_VENDOR_LIBRARY_FILENAMES="/nonexistent.json"))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[4:8] == b"ftyp" and "MUJOCO_GL=osmesa" in r.stdout
+
+
+def test_video_without_any_gl_fails_in_one_line(checkpoint, tmp_path, monkeypatch, capsys):
+    """Asked for a video and none can be made: exit 2 and one line, never an evaluation
+    without it that a script would take for one with it."""
+    from herd import cli, evaluation
+
+    for name in ("MUJOCO_GL", "PYOPENGL_PLATFORM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(evaluation, "gl_context_fails", lambda gl: f"{gl} makes no context")
+    run_dir, _ = checkpoint
+    assert cli.main(["evaluate", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "x.mp4")]) == 2
+    out = capsys.readouterr()
+    assert out.err.strip() == ("herd: no video: no offscreen OpenGL here (egl: egl makes no context; "
+                               "osmesa: osmesa makes no context); on Debian: apt-get install "
+                               "libegl-mesa0 libgl1-mesa-dri libosmesa6")
+    assert not out.out and not (tmp_path / "x.mp4").exists()
 
 
 def test_the_drivers_evaluator_matches_a_fresh_evaluation() -> None:
