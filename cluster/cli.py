@@ -535,8 +535,13 @@ def cmd_scale(args) -> int:
     out = on_endpoint(args, lambda ep: ep.scale(args.actors))
     if out is None:
         import ray
+        from ray.exceptions import RayActorError
 
-        out = ray.get(controller(args, args.job).scale.remote(args.actors))
+        try:
+            out = ray.get(controller(args, args.job).scale.remote(args.actors))
+        except RayActorError:
+            raise UserError(f"{args.job}: its controller died during the scale; the job winds "
+                            "down and writes its summary and final checkpoint") from None
     if out.get("refused"):
         raise UserError(f"{args.job}: {out['refused']}")
     line = f"{args.job}: {out['actors']} actors" + scaled_down(out)
