@@ -22,6 +22,7 @@ import numpy as np
 
 from herd.actors.config import EnvConfig
 from herd.actors.envs import describe, make_env
+from herd.actors.randomize import heldout_config, nominal_config
 from herd.checkpoint import (  # noqa: F401 -- CheckpointRefused, load_checkpoint: callers' names here
     CheckpointRefused,
     load_checkpoint,
@@ -39,11 +40,12 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
     """Mean/min/max return and mean length of `episodes` deterministic episodes.
 
     With `video`, the episodes are rendered offscreen and written there as one mp4 (a pixel
-    env's: the camera frames the policy acts on).
+    env's: the camera frames the policy acts on; a randomized env's nominal model). Without, a
+    randomized env's held-out draws are evaluated too (Evaluator).
     """
     if not video:
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
-    return _evaluate_video(env_cfg, weights, episodes, seed, video, fps)
+    return _evaluate_video(nominal_config(env_cfg), weights, episodes, seed, video, fps)
 
 
 def is_pixel_env(env_cfg: EnvConfig) -> bool:
@@ -102,12 +104,22 @@ def _evaluate_video(env_cfg: EnvConfig, weights, episodes: int, seed: int, video
 
 
 def _evaluate_side_by_side(env_cfg: EnvConfig, weights, episodes: int, seed: int) -> dict:
-    envs = [make_env(env_cfg) for _ in range(episodes)]
+    evaluator = Evaluator(env_cfg, episodes, seed)
     try:
-        return side_by_side(envs, weights, seed)
+        return evaluator.evaluate(weights)
     finally:
-        for env in envs:
-            env.close()
+        evaluator.close()
+
+
+HELDOUT = "heldout_"
+"""Prefix of the held-out randomizations' figures beside the nominal model's (mean_return ...)."""
+
+
+def eval_sets(env_cfg: EnvConfig) -> list[tuple[str, EnvConfig]]:
+    """What an evaluation runs on, each with the prefix of its figures: the nominal model and,
+    for a randomized env, its held-out draws (env.randomize.heldout_seed, none of training's)."""
+    heldout = heldout_config(env_cfg)
+    return [("", nominal_config(env_cfg))] + ([(HELDOUT, heldout)] if heldout is not None else [])
 
 
 def side_by_side(envs: list, weights, seed: int) -> dict:
@@ -172,14 +184,26 @@ def as_policy(weights, d: dict):
 
 class Evaluator:
     """The driver's evaluator (a Ray actor): keeps its envs between evaluations, so each
-    periodic evaluation costs its episodes only, not the envs' construction and a fresh task."""
+    periodic evaluation costs its episodes only, not the envs' construction and a fresh task.
+    A randomized env is evaluated on its nominal model (mean_return, ...) and on its held-out
+    draws (heldout_mean_return, ...): the same draws every evaluation, episode i reset with seed + i."""
 
     def __init__(self, env_cfg: EnvConfig, episodes: int, seed: int = 10_000):
-        self.envs = [make_env(env_cfg) for _ in range(episodes)]
+        self.sets = [(prefix, [make_env(cfg) for _ in range(episodes)]) for prefix, cfg in eval_sets(env_cfg)]
         self.seed = seed
 
     def evaluate(self, weights) -> dict:
-        return side_by_side(self.envs, weights, self.seed)
+        out: dict = {}
+        for prefix, envs in self.sets:
+            figures = side_by_side(envs, weights, self.seed)
+            out.update(figures if not prefix else
+                       {prefix + k: v for k, v in figures.items() if k != "policy_version"})
+        return out
+
+    def close(self) -> None:
+        for _, envs in self.sets:
+            for env in envs:
+                env.close()
 
 
 def summarize(weights, returns: list[float], lengths: list[int], costs: list[float | None]) -> dict:
