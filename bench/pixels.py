@@ -3,16 +3,22 @@
     python bench/pixels.py [--config configs/walker-walk-pixels.yaml] [--seeds 1,2,3] [--seconds 600]
     python bench/pixels.py --config configs/cheetah-run-pixels.yaml --seeds 1
     python bench/pixels.py --pixels 128 --seeds 1          # the same task from 128x128 frames
+    python bench/pixels.py --config configs/invertedpendulum-pixels.yaml \
+        --config configs/invertedpendulum-pixels-privileged.yaml --seeds 1,2   # arms side by side
 
 Starts a local Ray head if none answers, submits each (config, seed) job through the `herd` CLI,
-follows it and reads runs/<job>/summary.json. One flat record per run:
+follows it and reads runs/<job>/summary.json. Several configs are arms: each seed runs every
+arm in turn (seed 1 of each arm, then seed 2, ...), so a drift in the machine's load falls on all
+of them alike. One flat record per run:
 
-    env, pixels, seed, cold       the task, the frame size, the seed, an empty compile cache
+    arm, env, pixels, seed, cold  the config's name, the task, the frame size, the seed, an
+                                  empty compile cache
     frames_per_s                  frames rendered per second by all actors (one per agent step)
                                   between the first and the last evaluation; frames_per_s_wall
                                   over the whole run
     updates_per_s                 the learner's updates/s over the same span
-    seconds_to_500/700/900        the first evaluation at or above it (null: never)
+    seconds_to_500/700/900        the first evaluation at or above it (null: never), and
+                                  seconds_to_target at the config's run.target_return
     frames_to_700                 env frames (agent steps x action repeat, DrQ-v2's count) at
                                   that evaluation
     best_eval_return, final_eval_return
@@ -24,7 +30,8 @@ follows it and reads runs/<job>/summary.json. One flat record per run:
     machine, command
 
 Writes bench/results/pixels-<machine>.json and a PNG: return against minutes since submit, and
-against hours on a log axis beside DrQ-v2's published curve (the median of its 10 seeds).
+against hours on a log axis beside DrQ-v2's published curve (the median of its 10 seeds). With
+several arms it prints each arm's seconds to its target, every seed and their median.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -80,16 +88,20 @@ def pixel_record(config: str, seed: int, info: dict, job: str, t_submit: float, 
     learner = summary["learner"]
     hits = {t: first_reaching(evals, t) or {} for t in THRESHOLDS}
     best = max(evals, key=lambda e: e["mean_return"], default={})
+    target = cfg["run"].get("target_return")
+    at_target = {} if target is None else first_reaching(evals, float(target)) or {}
     capacity = int(cfg["learner"]["replay"]["capacity"])
     per_row = learner.get("replay_bytes_per_transition")
     record = {
-        **info, "env": cfg["env"]["id"], "pixels": int(pixels.get("size", 84)), "seed": seed, "cold": cold,
+        **info, "arm": Path(config).stem, "env": cfg["env"]["id"], "pixels": int(pixels.get("size", 84)),
+        "seed": seed, "cold": cold,
         "job": job, "config_file": config, "config": cfg, "action_repeat": repeat,
         "frame_stack": int(pixels.get("frame_stack", 3)), "actors": cfg["actors"]["num_actors"],
         "envs_per_actor": cfg["actors"]["num_envs"],
         "frames_per_s": span_rate(evals, "env_steps"), "updates_per_s": span_rate(evals, "updates"),
         "frames_per_s_wall": int(learner["received"]) / summary["wall_s"],
         **{f"seconds_to_{t}": hits[t].get("seconds") for t in THRESHOLDS},
+        "target_return": target, "seconds_to_target": at_target.get("seconds"),
         "frames_to_700": None if not hits[700] else hits[700]["env_steps"] * repeat,
         "best_eval_return": best.get("mean_return"), "best_eval_at_s": best.get("seconds"),
         "final_eval_return": summary["final_eval"]["mean_return"],
@@ -103,7 +115,8 @@ def pixel_record(config: str, seed: int, info: dict, job: str, t_submit: float, 
         "evaluations": evals,
     }
     fps, ups = record["frames_per_s"], record["updates_per_s"]
-    console.print(f"{record['env']} {record['pixels']}px seed {seed}: 500/700/900 at "
+    console.print(f"{record['arm']} {record['pixels']}px seed {seed}: target {target} at "
+                  f"{record['seconds_to_target']} s; 500/700/900 at "
                   f"{[record[f'seconds_to_{t}'] for t in THRESHOLDS]} s; best {record['best_eval_return']} at "
                   f"{record['best_eval_at_s']} s; final {record['final_eval_return']}; "
                   f"{'-' if fps is None else f'{fps:.0f}'} frames/s, {'-' if ups is None else f'{ups:.0f}'} "
@@ -121,7 +134,7 @@ def plot(records: list[dict], path: Path, title: str):
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for r in records:
-        name = f"Herd {task_of(r['env'])} {r['pixels']}px s{r['seed']}"
+        name = f"{r.get('arm', task_of(r['env']))} {r['pixels']}px s{r['seed']}"
         xs = [e["seconds"] for e in r["evaluations"]]
         ys = [e["mean_return"] for e in r["evaluations"]]
         axes[0].plot([x / 60 for x in xs], ys, "-o", ms=3, label=name)
@@ -164,15 +177,32 @@ def main() -> int:
     info = header("Herd: pixel SAC, evaluation return against wall-clock")
     local.up(num_cpus=os.cpu_count())
     records: list[dict] = []
-    for config in args.config or ["configs/walker-walk-pixels.yaml"]:
-        for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in (int(s) for s in args.seeds.split(",")):
+        for config in args.config or ["configs/walker-walk-pixels.yaml"]:
             job, t_submit, cfg, cold = submit_one(config, seed, args)
             follow_jobs([job], args.seconds + 300)
             records.append(pixel_record(config, seed, info, job, t_submit, cfg, cold, args.runs_dir))
             save(records, path)  # what ran survives a later run's failure
             plot(records, path.with_suffix(".png"), f"Herd from pixels, {info['machine']}")
+    for arm, line in arm_lines(records).items():
+        console.print(f"{arm}: {line}")
     console.print(f"wrote {path} and {path.with_suffix('.png').name}")
     return 0
+
+
+def arm_lines(records: list[dict]) -> dict[str, str]:
+    """Per arm: seconds to its target, every seed, and their median (a seed that never got
+    there counts as its run's whole length, so the median is a lower bound then)."""
+    out = {}
+    for arm in dict.fromkeys(r["arm"] for r in records):
+        runs = [r for r in records if r["arm"] == arm]
+        times = [r["seconds_to_target"] for r in runs]
+        worst = [t if t is not None else r["wall_s"] for t, r in zip(times, runs)]
+        out[arm] = (f"target {runs[0]['target_return']}: "
+                    + ", ".join(f"seed {r['seed']} {'never' if t is None else f'{t:.0f} s'}"
+                                for t, r in zip(times, runs))
+                    + f"; median {statistics.median(worst):.0f} s")
+    return out
 
 
 if __name__ == "__main__":

@@ -71,3 +71,18 @@ def test_the_plot_draws_drqv2_beside_the_runs(tmp_path):
     assert task_of(r["env"]) in DRQV2_MEDIAN
     frames, hours, _ = zip(*DRQV2_MEDIAN["walker-walk"], strict=True)
     assert list(frames) == sorted(frames) and list(hours) == sorted(hours)
+
+
+def test_arms_time_to_target_every_seed_and_median(tmp_path):
+    from bench.pixels import arm_lines
+
+    cfg = write_run(tmp_path)
+    cfg["run"]["target_return"] = 600
+    fast = pixel_record("configs/fast.yaml", 1, {}, "herd-walker-1", T0, cfg, False, str(tmp_path))
+    assert (fast["arm"], fast["target_return"], fast["seconds_to_target"]) == ("fast", 600, 150.0)
+    cfg["run"]["target_return"] = 2_000
+    never = pixel_record("configs/slow.yaml", 1, {}, "herd-walker-1", T0, cfg, False, str(tmp_path))
+    assert never["seconds_to_target"] is None
+    lines = arm_lines([fast, {**fast, "seed": 2, "seconds_to_target": 50.0}, never])
+    assert lines["fast"] == "target 600: seed 1 150 s, seed 2 50 s; median 100 s"
+    assert lines["slow"] == "target 2000: seed 1 never; median 300 s"  # its whole run, 300 s
