@@ -67,7 +67,7 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
         from herd.learner.pixel_sac import PixelSAC
 
         sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"], d["frame_stack"],
-                       action_dim, d["action_low"], d["action_high"], "cpu")
+                       action_dim, d["action_low"], d["action_high"], "cpu", d["state_dim"])
     else:
         sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, obs_dim, action_dim,
                   d["action_low"], d["action_high"], "cpu")

@@ -72,6 +72,7 @@ def spec_to_env(env_id: str, spec: dict) -> str:
     """config.check_env's dict for `env_id` as JSON, for $HERD_ENV_SPEC."""
     return json.dumps({"env_id": env_id, "obs_shape": list(spec["obs_shape"]),
                        "obs_dtype": spec["obs_dtype"], "frame_stack": int(spec.get("frame_stack", 0)),
+                       "state_dim": int(spec.get("state_dim", 0)),
                        "action_shape": list(spec["action_shape"]),
                        "action_low": [float(x) for x in spec["action_low"]],
                        "action_high": [float(x) for x in spec["action_high"]]})
@@ -89,7 +90,8 @@ def spec_from_env(env_id: str) -> dict | None:
     if d.get("env_id") != env_id:
         return None
     return {"obs_shape": tuple(d["obs_shape"]), "obs_dtype": d["obs_dtype"],
-            "frame_stack": int(d.get("frame_stack", 0)), "action_shape": tuple(d["action_shape"]),
+            "frame_stack": int(d.get("frame_stack", 0)), "state_dim": int(d.get("state_dim", 0)),
+            "action_shape": tuple(d["action_shape"]),
             "action_low": np.asarray(d["action_low"], np.float32),
             "action_high": np.asarray(d["action_high"], np.float32)}
 
