@@ -14,25 +14,32 @@ known to this learner) stops the walk, and the oldest frame reached is repeated:
 start is padded as proto/herd.proto has it (EnvSpec.frame_stack), and an overwritten frame
 pads as an episode start.
 
-Rows are sampled from a window of the newest rows whose obs frame is still in the ring: the
+Rows are sampled from a window of the newest rows whose frames are still in the ring: the
 frame ring is sized a little above the row ring (`frame_margin`) so that the window is nearly
-the whole row ring. A row inside the window whose obs frame has gone all the same (rows of
+the whole row ring. A row inside the window whose obs or next frame has gone all the same (rows of
 different actors arrive out of frame order) is swapped for the newest row, on the device.
 Sampling reads the window from device tensors (no host sync), so it can be captured in a
 CUDA graph like the state ring (learner/replay.py).
 
 Host side, per actor process ((actor_id, incarnation)), a bounded map frame number -> global
-number: the last `window` numbers of each of the last `max_actors` actors (a batch's references
-to its own frames resolve without it; the window bounds how far back a row or a link may point
-into earlier batches). A row whose obs or
-next frame the map no longer knows (a learner restarted, a frame evicted) cannot be rebuilt and
-is dropped, counted in `rows_unresolved` (received = inserted + rows_unresolved).
+number (FrameIndex): the last `window` numbers of each of the last `max_actors` actors (a
+batch's references to its own frames resolve without it; the window bounds how far back a row or
+a link may point into earlier batches). It is kept where batches are put in their order (the
+ingest loop, before the ack): a batch's frames get their global numbers there, and its rows
+are placed against the ring as it will be when the batch is written (a frame is there iff fewer
+than `frame_capacity` frames were placed after it). A row that names a frame after the actor's
+newest (one it has not sent) refuses its batch; a row whose obs or next frame the map no longer
+knows (a learner restarted, a frame evicted) or whose frame the ring no longer holds cannot be
+rebuilt and is dropped, counted in `rows_unresolved` (received = inserted + rows_unresolved).
+A frame number names the frame the actor sent last under it: an actor that numbers again from
+a lower first_frame re-declares those numbers.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -59,6 +66,8 @@ class ActorFrames:
         self.window = window
         self.nums = np.full(window, -1, np.int64)
         self.gids = np.full(window, -1, np.int64)
+        self.newest = -1
+        """The last frame number of the actor's latest batch with frames (-1: none here yet)."""
 
     def add(self, first: int, gids: np.ndarray) -> None:
         """Frames `first`, `first` + 1, ... are the global numbers `gids`."""
@@ -66,6 +75,8 @@ class ActorFrames:
         numbers = first + np.arange(skip, len(gids), dtype=np.int64)
         at = numbers % self.window
         self.nums[at], self.gids[at] = numbers, gids[skip:]
+        if len(gids):
+            self.newest = first + len(gids) - 1
 
     def lookup(self, numbers: np.ndarray) -> np.ndarray:
         """Global numbers of `numbers` (-1 where unknown, and for -1)."""
@@ -74,6 +85,75 @@ class ActorFrames:
         return np.where(known, self.gids[at], -1)
 
 
+@dataclass
+class Placement:
+    """Where one batch goes: global numbers of its frames, of their previous frames (-1: none
+    or unknown) and of each row's obs and next frames; `keep`: rows both of whose frames the
+    ring holds once the batch is written; `written`: frames placed by then."""
+
+    key: tuple
+    first: int
+    new: np.ndarray
+    prev: np.ndarray
+    obs: np.ndarray
+    nxt: np.ndarray
+    keep: np.ndarray
+    written: int
+
+
+class FrameIndex:
+    """The host side of the frame replay: per actor process its frame numbers -> global numbers,
+    and the count of frames placed. One writer, in the order the batches reach the ring."""
+
+    def __init__(self, frame_capacity: int, window: int = 2048, max_actors: int = 4096):
+        self.frame_capacity, self.window, self.max_actors = frame_capacity, window, max_actors
+        self.written = 0  # frames placed: the next global number
+        self._actors: collections.OrderedDict[tuple, ActorFrames] = collections.OrderedDict()
+
+    def _actor(self, key: tuple) -> ActorFrames:
+        frames = self._actors.get(key)
+        if frames is None:
+            frames = self._actors[key] = ActorFrames(self.window)
+            while len(self._actors) > self.max_actors:
+                self._actors.popitem(last=False)
+        else:
+            self._actors.move_to_end(key)
+        return frames
+
+    def place(self, arrays: dict) -> Placement:
+        """The placement of a validated pixel batch (learner/validate.py check_frames); nothing
+        changes until `commit`. ValueError (one line) when a row names a frame after the
+        actor's newest: one it has not sent."""
+        key = (str(arrays["actor_id"]), int(arrays["incarnation"]))
+        actor = self._actors.get(key)
+        first, n_frames = int(arrays["first_frame"]), len(arrays["frame_prev"])
+        newest = first + n_frames - 1 if n_frames else actor.newest if actor else -1
+        new = self.written + np.arange(n_frames, dtype=np.int64)
+
+        def resolve(numbers) -> np.ndarray:  # this batch's frames directly, earlier ones by map
+            numbers = np.asarray(numbers, np.int64)
+            out = actor.lookup(numbers) if actor else np.full(len(numbers), -1, np.int64)
+            inside = (numbers >= first) & (numbers < first + n_frames)
+            out[inside] = new[numbers[inside] - first]
+            return out
+
+        if newest >= 0:  # a row after the newest frame names one not sent (yet)
+            for name in ("obs_frame", "next_frame"):
+                late = np.flatnonzero(np.asarray(arrays[name]) > newest)
+                if len(late):
+                    i = int(late[0])
+                    raise ValueError(f"{name} of row {i} is {int(arrays[name][i])}; this actor "
+                                     f"has sent frames up to {newest}")
+        written = self.written + n_frames
+        obs, nxt = resolve(arrays["obs_frame"]), resolve(arrays["next_frame"])
+        oldest = written - self.frame_capacity
+        keep = (obs >= 0) & (nxt >= 0) & (obs >= oldest) & (nxt >= oldest)
+        return Placement(key, first, new, resolve(arrays["frame_prev"]), obs, nxt, keep, written)
+
+    def commit(self, p: Placement) -> None:
+        """The batch `p` places goes to the ring: its frames are known from now on."""
+        self._actor(p.key).add(p.first, p.new)
+        self.written = p.written
 class FrameReplay:
     """The device frame ring and row ring (one writer: the training thread)."""
 
@@ -98,9 +178,11 @@ class FrameReplay:
         self.rest = torch.zeros(capacity, action_dim + 3, dtype=torch.float32, device=dev)
         # [start, count] of the sampling window, read by captured graphs (no .item())
         self.window_t = torch.zeros(2, dtype=torch.int64, device=dev)
-        self._row_obs = np.full(capacity, -1, np.int64)  # host copy of refs[:, 0], for the window
-        self._actors: collections.OrderedDict[tuple, ActorFrames] = collections.OrderedDict()
-        self.written = 0  # frames written: the next global number
+        # host copy of each row's older frame (obs, or next where an actor re-declared its
+        # numbers), for the window: a row lives as long as both its frames
+        self._row_oldest = np.full(capacity, -1, np.int64)
+        self.index = FrameIndex(self.frame_capacity, window, max_actors)
+        self.written = 0  # frames written: one above the newest global number written
         self.pos = self.inserted = 0
         self.size = 0  # rows in the sampling window (the newest rows whose obs frame is there)
         self.rows_unresolved = 0
@@ -126,17 +208,6 @@ class FrameReplay:
         """The usual layout's: obs and next_obs stacks stored whole in every row."""
         return 2 * self.stack * self.frame_bytes + 4 * (self.action_dim + 3)
 
-    # ---- host side ----
-    def _actor(self, key: tuple) -> ActorFrames:
-        frames = self._actors.get(key)
-        if frames is None:
-            frames = self._actors[key] = ActorFrames(self.window)
-            while len(self._actors) > self.max_actors:
-                self._actors.popitem(last=False)
-        else:
-            self._actors.move_to_end(key)
-        return frames
-
     def _to_device(self, a: np.ndarray) -> torch.Tensor:
         """`a` on the device. On CUDA through page-locked memory (torch's caching host
         allocator, which keeps a block until its copy is done) and queued on the current stream,
@@ -148,30 +219,19 @@ class FrameReplay:
 
     # ---- writing (the training thread, on the update stream: replays see whole batches) ----
     def insert(self, arrays: dict) -> int:
-        """One validated pixel batch (learner/validate.py) into the rings; returns rows kept."""
-        key = (str(arrays["actor_id"]), int(arrays["incarnation"]))
-        actor = self._actor(key)
-        first, n_frames = int(arrays["first_frame"]), len(arrays["frame_prev"])
-        new = self.written + np.arange(n_frames, dtype=np.int64)
-
-        def resolve(numbers) -> np.ndarray:  # this batch's frames directly, earlier ones by map
-            numbers = np.asarray(numbers, np.int64)
-            out = actor.lookup(numbers)
-            inside = numbers >= first
-            out[inside] = new[numbers[inside] - first]
-            return out
-
-        prev = resolve(arrays["frame_prev"])
-        obs, nxt = resolve(arrays["obs_frame"]), resolve(arrays["next_frame"])
-        actor.add(first, new)
-        self._write_frames(arrays["frames"], new, prev)
-        self.written += n_frames
-        self.frames_received += n_frames
-        keep = (obs >= 0) & (nxt >= 0) & (obs >= self.written - self.frame_capacity)
-        n = int(keep.sum())
-        self.rows_unresolved += len(keep) - n
+        """One validated pixel batch (learner/validate.py) into the rings; returns rows kept.
+        Placed by the ingest loop before its ack (arrays["placement"]), or here."""
+        p = arrays.get("placement")
+        if p is None:
+            p = self.index.place(arrays)
+            self.index.commit(p)
+        self._write_frames(arrays["frames"], p.new, p.prev)
+        self.written = max(self.written, p.written)
+        self.frames_received += len(p.new)
+        n = int(p.keep.sum())
         if n:
-            self._write_rows(arrays, keep, obs[keep], nxt[keep])
+            self._write_rows(arrays, p.keep, p.obs[p.keep], p.nxt[p.keep])
+        self.rows_unresolved += len(p.keep) - n
         self._shrink_window()
         return n
 
@@ -206,19 +266,19 @@ class FrameReplay:
         refs_t, rest_t = self._to_device(refs), self._to_device(rest)
         self.refs.index_copy_(0, refs_t[:, 0], refs_t[:, 1:])
         self.rest.index_copy_(0, refs_t[:, 0], rest_t)
-        self._row_obs[rows] = obs
+        self._row_oldest[rows] = np.minimum(obs, nxt)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.inserted += n
 
     def _shrink_window(self) -> None:
-        """Drop the oldest rows whose obs frame was overwritten from the sampling window."""
+        """Drop the oldest rows one of whose frames was overwritten from the sampling window."""
         count = self.size
         oldest_alive = self.written - self.frame_capacity
         while count:
             start = (self.pos - count) % self.capacity
             idx = (start + np.arange(min(count, 4096))) % self.capacity
-            dead = self._row_obs[idx] < oldest_alive
+            dead = self._row_oldest[idx] < oldest_alive
             gone = len(dead) if dead.all() else int(np.argmin(dead))
             count -= gone
             if gone < len(dead):
@@ -233,8 +293,8 @@ class FrameReplay:
         u = torch.rand(batch_size, device=self.device)
         idx = (start + (u * count).long().clamp_(max=self.capacity - 1)) % self.capacity
         newest = (start + count - 1).clamp_(min=0) % self.capacity
-        g = self.refs[idx, 0]
-        alive = self.gid[g % self.frame_capacity] == g
+        g = self.refs[idx]
+        alive = (self.gid[g % self.frame_capacity] == g).all(dim=1)
         return torch.where(alive, idx, newest)
 
     def stacks(self, g: torch.Tensor) -> torch.Tensor:

@@ -83,8 +83,9 @@ class Ingest:
                  max_batch: int, staging_batches: int, max_actors: int = 0,
                  obs_limit: float = float(np.finfo(np.float32).max),
                  tls_cert: str | None = None, tls_key: str | None = None,
-                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus):
-        """`pack(rows) -> tensor`: field arrays to packed ring rows, run on the ingest thread."""
+                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus, frames=None):
+        """`pack(rows) -> tensor`: field arrays to packed ring rows, run on the ingest thread.
+        `frames`: a pixel env's frame index (LearnerServicer)."""
         self.staging = Staging(staging_batches)
 
         async def put(arrays: dict) -> bool:
@@ -93,7 +94,7 @@ class Ingest:
         def servicer():  # built on the loop: its asyncio objects belong there
             return LearnerServicer(spec, publisher, put, learner_id=learner_id,
                                    max_batch=max_batch, max_actors=max_actors,
-                                   obs_limit=obs_limit, status=status)
+                                   obs_limit=obs_limit, status=status, frames=frames)
 
         self.server = Server(servicer, host, port, token, max_message_mb, tls_cert, tls_key)
         self.servicer, self.port = self.server.servicer, self.server.port

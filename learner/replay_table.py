@@ -8,9 +8,13 @@ updates before it waits. `ratio` None: no pacing (updates start once `min_size` 
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from herd.learner.replay import ReplayBuffer
+
+log = logging.getLogger("herd.learner")
 
 
 class RateLimiter:
@@ -56,11 +60,23 @@ class ReplayTable:
 
 
 class FrameTable(ReplayTable):
-    """A pixel env's table: validated batches (not packed rows) into the frame replay
-    (learner/frame_replay.py), which maps their frame numbers to its slots as it writes."""
+    """A pixel env's table: validated and placed batches (not packed rows) into the frame
+    replay (learner/frame_replay.py). A batch whose insert raises is refused alone, counted
+    (insert_failures, rows_failed) and logged; the training thread goes on with the next."""
 
     def __init__(self, ring, limiter: RateLimiter):
         super().__init__(ring, limiter, chunk_rows=0)
+        self.insert_failures = self.rows_failed = 0
 
     def insert(self, blocks: list[dict]) -> int:
-        return sum(self.ring.insert(arrays) for arrays in blocks)
+        kept = 0
+        for arrays in blocks:
+            try:
+                kept += self.ring.insert(arrays)
+            except Exception as e:  # noqa: BLE001 - one bad batch must not end training
+                self.insert_failures += 1
+                self.rows_failed += len(arrays["reward"])
+                if self.insert_failures <= 10 or not self.insert_failures % 1000:
+                    log.error("a batch of actor %s was not inserted (%d so far): %s",
+                              arrays.get("actor_id"), self.insert_failures, repr(e)[:300])
+        return kept

@@ -189,7 +189,8 @@ class Learner:
         if self._starting is not None:
             self._starting.wait_ready()
         pack = _as_validated if self.pixels else self.buffer.pack_rows
-        self.ingest = self._starting or Ingest(spec, self.publisher, pack, **server)
+        self.ingest = self._starting or Ingest(spec, self.publisher, pack, **server,
+                                               frames=self.buffer.index if self.pixels else None)
 
     def _build_pixels(self, cfg: LearnerConfig, spec: pb.EnvSpec, limiter) -> None:
         """The frame replay and the pixel SAC (learner/frame_replay.py, learner/pixel_sac.py)."""
@@ -314,15 +315,19 @@ class Learner:
         env's frames and their margin included; replay_naive_bytes_per_transition: what its
         rows would take with both stacks in each). replay_frame_capacity: frames the frame
         ring holds. frames_received: frames inserted. rows_unresolved: rows dropped because a
-        frame they name was unknown or gone (received = inserted + rows_unresolved)."""
+        frame they name was unknown or gone; insert_failures: batches whose insert raised,
+        rows_failed: their rows (received = inserted + rows_unresolved + rows_failed)."""
         buf = self.buffer
+        failed = {"insert_failures": getattr(self.table, "insert_failures", 0),
+                  "rows_failed": getattr(self.table, "rows_failed", 0)}
         if not self.pixels:
-            return {"replay_bytes_per_transition": buf.nbytes / buf.capacity, "frames_received": 0}
+            return {"replay_bytes_per_transition": buf.nbytes / buf.capacity, "frames_received": 0,
+                    "rows_unresolved": 0, **failed}
         return {"replay_bytes_per_transition": buf.bytes_per_transition,
                 "replay_naive_bytes_per_transition": buf.naive_bytes_per_transition,
                 "replay_frame_capacity": buf.frame_capacity,
                 "frames_received": buf.frames_received,
-                "rows_unresolved": buf.rows_unresolved}
+                "rows_unresolved": buf.rows_unresolved, **failed}
 
     def status(self) -> pb.LearnerStatus:
         fields = pb.LearnerStatus.DESCRIPTOR.fields_by_name

@@ -14,6 +14,7 @@ import collections
 import secrets
 import zlib
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import grpc
 import numpy as np
@@ -22,6 +23,9 @@ from google.protobuf.message import DecodeError
 from herd.learner.publisher import WeightPublisher
 from herd.learner.validate import BatchRejected, Session, handshake_refusal, validate
 from herd.proto import herd_pb2 as pb
+
+if TYPE_CHECKING:  # torch stays out of the ingest processes (learner/ingest_proc.py)
+    from herd.learner.frame_replay import FrameIndex
 
 Put = Callable[[dict], Awaitable[bool]]
 """Hands one validated batch (field name -> rows) on; False when there was no room within a
@@ -91,8 +95,11 @@ class LearnerServicer(WeightStreams):
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, put: Put, *,
                  learner_id: str, max_batch: int, max_actors: int = 0,
                  obs_limit: float = float(np.finfo(np.float32).max),
-                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus, peers: bool = False):
-        """`peers`: one of several ingest processes; handshakes wait for `set_peers`."""
+                 status: Callable[[], pb.LearnerStatus] = pb.LearnerStatus, peers: bool = False,
+                 frames: FrameIndex | None = None):
+        """`peers`: one of several ingest processes; handshakes wait for `set_peers`.
+        `frames`: a pixel env's frame index (learner/frame_replay.py), which places each batch's
+        frame references before its ack."""
         super().__init__(publisher)
         self._peers: tuple[list[int], int] = ([], 0)
         self._routed = asyncio.Event()
@@ -101,6 +108,10 @@ class LearnerServicer(WeightStreams):
         self.spec, self.put = spec, put
         self.learner_id, self.max_batch, self.max_actors = learner_id, max_batch, max_actors
         self.obs_limit, self.status = obs_limit, status
+        self.frames = frames
+        # batches are placed against the frame ring in the order they are staged (FIFO to the
+        # training thread): one placement and its put at a time
+        self._placing = asyncio.Lock()
         self.sessions: collections.OrderedDict[int, Session] = collections.OrderedDict()
         self._active: collections.Counter[int] = collections.Counter()  # open streams per session
         self.streaming: collections.Counter[str] = collections.Counter()  # push streams per actor
@@ -207,17 +218,21 @@ class LearnerServicer(WeightStreams):
             self.rejected += 1
             return pb.PushAck(seq=batch.seq, code=e.code.value[0], message=e.message)
         key = (session.actor_id, session.incarnation) if session.incarnation else None
-        if key is None:
-            return await self._take(batch, arrays, context)
-        lock = self._key_locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if batch.seq <= self.taken.get(key, 0):
-                return self._duplicate(batch)
-            ack = await self._take(batch, arrays, context)
-            if ack is not None:
-                self.taken[key] = batch.seq
-                self.taken.move_to_end(key)
-            return ack
+        try:
+            if key is None:
+                return await self._take(batch, arrays, context)
+            lock = self._key_locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                if batch.seq <= self.taken.get(key, 0):
+                    return self._duplicate(batch)
+                ack = await self._take(batch, arrays, context)
+                if ack is not None:
+                    self.taken[key] = batch.seq
+                    self.taken.move_to_end(key)
+                return ack
+        except BatchRejected as e:  # a frame reference the frame index refused
+            self.rejected += 1
+            return pb.PushAck(seq=batch.seq, code=e.code.value[0], message=e.message)
 
     async def _take(self, batch, arrays: dict, context) -> pb.PushAck | None:
         # policy_version is only the lag statistic's input: a version above the newest (an
@@ -229,17 +244,34 @@ class LearnerServicer(WeightStreams):
         if version > newest:
             self.clamped_versions += 1
             version = newest
-        # Waits while staging is full: the actor's window stalls (backpressure).
-        while not await self.put(arrays):
-            if self.stopping or context.done():
-                return None
+        nbytes = sum(a.nbytes for a in arrays.values())  # rows' bytes, without ByteSize
+        if self.frames is not None:
+            async with self._placing:
+                try:
+                    placement = self.frames.place(arrays)
+                except ValueError as e:
+                    raise BatchRejected(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
+                arrays["placement"] = placement
+                if not await self._put(arrays, context):
+                    return None
+                self.frames.commit(placement)
+        elif not await self._put(arrays, context):
+            return None
         self.transitions += batch.count
-        self.nbytes += sum(a.nbytes for a in arrays.values())  # rows' bytes, without ByteSize
+        self.nbytes += nbytes
         if version:  # version 0: random actions, no policy (the actor counts them so too)
             self.lags.append(newest - version)
         total = self.received.get(batch.actor_id, 0) + batch.count
         self.received[batch.actor_id] = total
         return pb.PushAck(seq=batch.seq, accepted=batch.count, received_total=total)
+
+    async def _put(self, arrays: dict, context) -> bool:
+        """Stage `arrays`, waiting while staging is full: the actor's window stalls
+        (backpressure). False when the learner stops or the client went away meanwhile."""
+        while not await self.put(arrays):
+            if self.stopping or context.done():
+                return False
+        return True
 
     def _duplicate(self, batch) -> pb.PushAck:
         """A batch taken before whose ack never arrived: acknowledged again, not inserted."""

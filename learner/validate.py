@@ -127,25 +127,44 @@ MAX_FRAME_NUMBER = 2**62
 
 
 def check_frames(arrays: dict, session: Session) -> None:
-    """A pixel batch's frame numbers (proto/herd.proto): frame_prev of frame n in [-1, n), obs_frame
-    and next_frame in [0, the batch's newest frame], next_frame after obs_frame. Numbers below
-    first_frame name frames of the actor's earlier batches: whether the learner still holds
-    them is the frame replay's question (learner/frame_replay.py). Adds the actor's identity,
-    whose frame numbers these are, and first_frame as numpy scalars."""
-    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    """A pixel batch's frame numbers (proto/herd.proto): first_frame and the batch's frames below
+    MAX_FRAME_NUMBER, frame_prev of frame n in [-1, n), obs_frame and next_frame in [0, the
+    batch's newest frame], next_frame after obs_frame. Numbers below first_frame name frames of
+    the actor's earlier batches: whether it sent them and the learner still holds them is the
+    frame index's question (learner/frame_replay.py FrameIndex), asked before the ack. Adds the
+    actor's identity, whose frame numbers these are, and first_frame as numpy scalars."""
     first, prev = arrays["first_frame"], arrays["frame_prev"]
-    # no new frames: first_frame names none, rows may point at any earlier frame
+    check_first_frame(first, len(prev))
+    # no new frames: first_frame names none; how far the rows may point is the actor's newest
     newest = first + len(prev) - 1 if len(prev) else MAX_FRAME_NUMBER - 1
-    if newest >= MAX_FRAME_NUMBER:
-        raise BatchRejected(invalid, f"frame numbers up to {newest} exceed {MAX_FRAME_NUMBER}")
     if len(prev):
-        own = first + np.arange(len(prev), dtype=np.int64)
-        bad = np.flatnonzero((prev < -1) | (prev >= own))
-        if len(bad):
-            i = int(bad[0])
-            raise BatchRejected(invalid, f"frame_prev of frame {first + i} is {int(prev[i])}; it "
-                                         f"must be -1 or an earlier frame's number")
-    obs, nxt = arrays["obs_frame"], arrays["next_frame"]
+        check_frame_prev(first, prev)
+    check_frame_refs(arrays["obs_frame"], arrays["next_frame"], newest)
+    arrays["first_frame"] = np.int64(first)
+    arrays["actor_id"] = np.str_(session.actor_id)
+    arrays["incarnation"] = np.uint64(session.incarnation)
+
+
+def check_first_frame(first: int, n_frames: int) -> None:
+    """first_frame (a uint64 on the wire) and the batch's last frame below MAX_FRAME_NUMBER."""
+    if first + max(n_frames - 1, 0) >= MAX_FRAME_NUMBER:
+        raise BatchRejected(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"first_frame {first} with {n_frames} frames: frame numbers must stay "
+                            f"below {MAX_FRAME_NUMBER}")
+
+
+def check_frame_prev(first: int, prev: np.ndarray) -> None:
+    own = first + np.arange(len(prev), dtype=np.int64)
+    bad = np.flatnonzero((prev < -1) | (prev >= own))
+    if len(bad):
+        i = int(bad[0])
+        raise BatchRejected(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"frame_prev of frame {first + i} is {int(prev[i])}; it must be -1 or "
+                            f"an earlier frame's number")
+
+
+def check_frame_refs(obs: np.ndarray, nxt: np.ndarray, newest: int) -> None:
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
     for name, refs in (("obs_frame", obs), ("next_frame", nxt)):
         bad = np.flatnonzero((refs < 0) | (refs > newest))
         if len(bad):
@@ -157,6 +176,3 @@ def check_frames(arrays: dict, session: Session) -> None:
         i = int(bad[0])
         raise BatchRejected(invalid, f"next_frame of row {i} ({int(nxt[i])}) is not after its "
                                      f"obs_frame ({int(obs[i])})")
-    arrays["first_frame"] = np.int64(first)
-    arrays["actor_id"] = np.str_(session.actor_id)
-    arrays["incarnation"] = np.uint64(session.incarnation)
