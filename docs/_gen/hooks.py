@@ -1,5 +1,5 @@
-"""mkdocs hook: the plots in bench/results/ become site files under results/, so the performance
-page links to them without a copy of each PNG kept in docs/."""
+"""mkdocs hook: the files of bench/results/ (plots, records, profiles) become site files under
+results/, so the performance and archive pages link to them without a copy kept in docs/."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 
 def on_files(files, config):
-    for png in sorted(RESULTS.glob("*.png")):
-        files.append(File(f"results/{png.name}", str(RESULTS.parent), config["site_dir"], config["use_directory_urls"]))
+    for path in sorted(p for p in RESULTS.iterdir() if p.is_file()):
+        files.append(File(f"results/{path.name}", str(RESULTS.parent), config["site_dir"],
+                          config["use_directory_urls"]))
     return files

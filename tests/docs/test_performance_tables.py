@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 performance = importlib.import_module("docs._gen.performance")
+results = importlib.import_module("docs._gen.results")
 
 CONTEXT = {"date": "2026-12-04", "machine": "nvidia-h200", "cores": 16, "torch": "2.9.1",
            "command": "python bench/humanoid.py --config configs/humanoid.yaml --seeds 1 --seconds 480"}
@@ -24,9 +25,9 @@ NEW = {**OLD, "seed": 2, "seconds_to_11000": 402.5, "best_eval_at_s": 402.5, "be
 def humanoid_table(tmp_path, records: list[dict], name: str) -> tuple[list[str], list[list[str]]]:
     path = tmp_path / f"humanoid-final-fast-{name}.json"
     path.write_text(json.dumps(records))
-    kind = performance.kind_of(path.name)
-    assert performance.KINDS[kind][1].startswith("Humanoid-v5 from `herd submit`")
-    lines = [ln for ln in performance.file_block(path, performance.KINDS[kind][3]) if ln.startswith("| ")]
+    kind = results.kind_of(path.name)
+    assert kind.section == "Humanoid-v5 learning curves"
+    lines = [ln for ln in performance.kind_block(kind, [path]) if ln.startswith("| ")]
     split = lambda ln: [c.strip() for c in ln.strip("|").split("|")]
     return split(lines[0]), [split(ln) for ln in lines[1:]]
 
@@ -53,5 +54,5 @@ def test_an_older_record_renders_with_its_whole_run_rate_where_it_belongs(tmp_pa
 
 def test_other_records_keep_their_updates_per_s():
     learner = {"nets": "residual", "batch": 1024, "updates_per_s": 1540.0}  # bench/learner.py's: no evaluations
-    assert performance.value(learner, "updates_per_s") == 1540.0
-    assert performance.value(learner, "updates_per_s_wall") is None
+    assert results.value(learner, "updates_per_s") == 1540.0
+    assert results.value(learner, "updates_per_s_wall") is None
