@@ -636,6 +636,8 @@ def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tupl
         "rejected_batches": ls["rejected_batches"],
         "gpu_mem_allocated": ls["gpu_mem_allocated"],
         "gpu_mem_reserved": ls["gpu_mem_reserved"],
+        "frames_received": ls.get("frames_received", 0),
+        "rows_unresolved": ls.get("rows_unresolved", 0),
     }
 
 

@@ -175,6 +175,9 @@ def status_view(st: dict):
             f"lag {ls['mean_policy_lag']:.1f}  rejected {ls['rejected_batches']}  "
             f"refused {ls.get('refused_actors', 0)}"
         )
+        if ls.get("frames_received"):  # a pixel env: its frames, and rows whose frame was gone
+            head += (f"\nframes {ls['frames_received']}  rows unresolved "
+                     f"{ls.get('rows_unresolved', 0)}")
         if ls.get("gpu_mem_reserved"):  # a learner on the CPU has none to show
             head += f"  gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/{ls['gpu_mem_reserved'] / 2**20:.0f} MiB"
     if p:

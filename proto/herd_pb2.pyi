@@ -153,7 +153,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class LearnerStatus(_message.Message):
-    __slots__ = ("learner_id", "policy_version", "updates", "received", "inserted", "rejected_batches", "replay_size", "replay_capacity", "updates_per_s", "inserts_per_s", "mean_policy_lag", "bytes_received", "gpu_mem_allocated", "gpu_mem_reserved", "device", "losses")
+    __slots__ = ("learner_id", "policy_version", "updates", "received", "inserted", "rejected_batches", "replay_size", "replay_capacity", "updates_per_s", "inserts_per_s", "mean_policy_lag", "bytes_received", "gpu_mem_allocated", "gpu_mem_reserved", "device", "losses", "frames_received", "rows_unresolved", "insert_failures", "rows_failed")
     class LossesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +177,10 @@ class LearnerStatus(_message.Message):
     GPU_MEM_RESERVED_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     LOSSES_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    ROWS_UNRESOLVED_FIELD_NUMBER: _ClassVar[int]
+    INSERT_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FAILED_FIELD_NUMBER: _ClassVar[int]
     learner_id: str
     policy_version: int
     updates: int
@@ -193,4 +197,8 @@ class LearnerStatus(_message.Message):
     gpu_mem_reserved: int
     device: str
     losses: _containers.ScalarMap[str, float]
-    def __init__(self, learner_id: _Optional[str] = ..., policy_version: _Optional[int] = ..., updates: _Optional[int] = ..., received: _Optional[int] = ..., inserted: _Optional[int] = ..., rejected_batches: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_capacity: _Optional[int] = ..., updates_per_s: _Optional[float] = ..., inserts_per_s: _Optional[float] = ..., mean_policy_lag: _Optional[float] = ..., bytes_received: _Optional[int] = ..., gpu_mem_allocated: _Optional[int] = ..., gpu_mem_reserved: _Optional[int] = ..., device: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    frames_received: int
+    rows_unresolved: int
+    insert_failures: int
+    rows_failed: int
+    def __init__(self, learner_id: _Optional[str] = ..., policy_version: _Optional[int] = ..., updates: _Optional[int] = ..., received: _Optional[int] = ..., inserted: _Optional[int] = ..., rejected_batches: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_capacity: _Optional[int] = ..., updates_per_s: _Optional[float] = ..., inserts_per_s: _Optional[float] = ..., mean_policy_lag: _Optional[float] = ..., bytes_received: _Optional[int] = ..., gpu_mem_allocated: _Optional[int] = ..., gpu_mem_reserved: _Optional[int] = ..., device: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., frames_received: _Optional[int] = ..., rows_unresolved: _Optional[int] = ..., insert_failures: _Optional[int] = ..., rows_failed: _Optional[int] = ...) -> None: ...

@@ -98,7 +98,8 @@ def test_the_periodic_evaluations_last_contact_cost_goes_to_metrics_csv(tmp_path
     assert periodic.last_contact_cost() == 2.25
     periodic.evals.append({"mean_return": 7.0})  # an evaluator's record without the field
     assert periodic.last_contact_cost() is None
-    assert COLUMNS[-1] == "eval_contact_cost"  # appended: older files' columns keep their places
+    # appended: older files' columns keep their places
+    assert COLUMNS.index("eval_contact_cost") == 20
     writer = MetricsWriter(tmp_path)
     writer.write({"time_s": 1.0, "env_steps": 10, "eval_return": 6.0, "eval_contact_cost": 2.25})
     writer.write({"time_s": 2.0, "env_steps": 20, "eval_return": None, "eval_contact_cost": None})
