@@ -23,10 +23,11 @@ class PixelConfig(BaseModel):
     action_repeat: int = Field(2, ge=1)
     """Env steps per agent step: the action is repeated, the rewards summed, one frame rendered."""
     effects: bool = False
-    """Shadows and reflections (several times the render cost: bench/results/render-*.json)."""
+    """Shadows and reflections, at a render cost several times the plain frame's
+    (bench/results/render-*.json)."""
     antialias: bool = True
-    """Multisampled edges (the model's offsamples, 4 by default); off: plainer edges at about 3x
-    the frames/s with software GL (bench/results/render-*.json)."""
+    """Multisampled edges (the model's offsamples, 4 by default); off: plainer edges and a faster
+    render, most with software GL (bench/results/render-*.json)."""
     gl: Literal["auto", "egl", "osmesa"] = "auto"
     """Offscreen OpenGL: auto takes an egl/osmesa MUJOCO_GL already set, else EGL (on the GPU where
     one shows, Mesa's software EGL elsewhere)."""
