@@ -225,3 +225,40 @@ def test_a_failing_insert_refuses_its_batch_and_training_goes_on(learner, channe
     assert last["received"] == last["inserted"] + last["rows_unresolved"] + last["rows_failed"]
     assert pb_grpc.LearnerStub(channel).GetStatus(pb.StatusRequest()).learner_id
     a.close()
+
+
+def test_frame_counters_reach_get_status_herd_status_and_metrics_csv(learner, channel, tmp_path):
+    """frames_received and rows_unresolved over GetStatus, in `herd status`'s learner panel and
+    in a metrics.csv row."""
+    import csv
+    import io
+
+    from rich.console import Console
+
+    from herd.driver import progress_row
+    from herd.live import status_view
+    from herd.metrics import MetricsWriter
+
+    a = Client(channel, "counted", uid=8)
+    before = settled(learner)
+    # this learner never saw frames 3 and 4 of this actor (sent to a learner before a restart)
+    assert a.push(a.arrays(10, [], [3], [4])).code == 0
+    assert a.episode(10, 4).code == 0
+    ls = settled(learner)
+    assert ls["rows_unresolved"] == before["rows_unresolved"] + 1
+    assert ls["frames_received"] == before["frames_received"] + 4
+    got = pb_grpc.LearnerStub(channel).GetStatus(pb.StatusRequest())
+    for key in ("frames_received", "rows_unresolved", "insert_failures", "rows_failed"):
+        assert getattr(got, key) == ls[key], key
+    out = io.StringIO()
+    Console(file=out, width=200).print(status_view({"learner": ls, "actors": [], "job_id": "j"}))
+    assert f"frames {ls['frames_received']}  rows unresolved {ls['rows_unresolved']}" in out.getvalue()
+    row = progress_row({"learner": ls, "actors": []}, None, 1.0, (time.monotonic() - 1, 0, 0, {}))
+    writer = MetricsWriter(tmp_path)
+    writer.write(row)
+    writer.close()
+    with open(tmp_path / "metrics.csv") as f:
+        (written,) = list(csv.DictReader(f))
+    assert int(written["frames_received"]) == ls["frames_received"]
+    assert int(written["rows_unresolved"]) == ls["rows_unresolved"]
+    a.close()
