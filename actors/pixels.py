@@ -121,6 +121,9 @@ class SharedContext:
                 m.context.free()
         with contextlib.suppress(Exception):
             gl.free()
+        # a free that failed (at exit dm_control's EGL renderer may have ended the display
+        # first) would be tried again by GLContext.__del__, which prints its EGLError
+        gl._context = None
         self._models.clear()
 
     def model(self, model: mujoco.MjModel, cfg: PixelConfig) -> _Model:
