@@ -69,7 +69,9 @@ def final_books(link: ControllerLink, learner, restarted: bool) -> dict:
         st = link.last or {"retired": [], "dead_incarnations": [], "actors": []}
     clean = list(st.get("retired", []))
     killed = list(st.get("dead_incarnations", []))
-    if link.lost:  # its actors died with it: their last polled counts
+    n_killed = len(killed)
+    if link.lost:  # its actors died with it: their last polled counts (none for a booting one)
+        n_killed += len(st.get("actors", []))
         killed += [a for a in st.get("actors", []) if "steps" in a]
     per_actor = None
     if not restarted:
@@ -78,7 +80,7 @@ def final_books(link: ControllerLink, learner, restarted: bool) -> dict:
         except Exception:  # noqa: BLE001 -- unknown: the lower bound stands
             per_actor = None
     if per_actor is None:
-        return {"actors": clean + killed, "killed": len(killed), "lost_at_least": None}
+        return {"actors": clean + killed, "killed": n_killed, "lost_at_least": None}
     acked_clean: dict[str, int] = defaultdict(int)
     for a in clean:
         acked_clean[a["actor_id"]] += int(a.get("acked", 0))
@@ -97,4 +99,4 @@ def final_books(link: ControllerLink, learner, restarted: bool) -> dict:
                         "random_steps": sum(int(a.get("random_steps", 0)) for a in polled[actor_id]),
                         "env_errors": sum(int(a.get("env_errors", 0)) for a in polled[actor_id]),
                         "reconnects": sum(int(a.get("reconnects", 0)) for a in polled[actor_id])})
-    return {"actors": clean + entries, "killed": len(killed), "lost_at_least": lost}
+    return {"actors": clean + entries, "killed": n_killed, "lost_at_least": lost}

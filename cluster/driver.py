@@ -431,12 +431,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     try:
         while True:
             time.sleep(cfg.run.log_every_s)
-            try:
-                st = link.status()
-            except ControllerLost as e:
-                reason = "controller lost"
-                print(f"[herd] {e}; the job winds down with the counts it last reported", flush=True)
-                break
+            st = link.status()
             if st is None:  # unavailable for a moment: the next tick asks again
                 continue
             ls, now = st["learner"], time.monotonic()
@@ -488,6 +483,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                 reason = "stopped by user"
                 break
 
+    except ControllerLost as e:
+        reason = "controller lost"
+        print(f"[herd] {e}; the job winds down with the counts it last reported", flush=True)
     except Exception as e:  # whatever failed, the job still ends with its books
         if watch.down_since is not None:  # no learner to save or count: nothing to wind down
             raise
