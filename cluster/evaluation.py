@@ -309,8 +309,9 @@ def _check_camera(env_cfg: EnvConfig) -> None:
 
 def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None = None,
                         video: str | None = None, seed: int = 10_000,
-                        working_dir: str | Path | None = None) -> dict:
-    """`herd evaluate PATH`: every path herd.export.load_policy reads. With `env_id`, the
+                        working_dir: str | Path | None = None, best: bool | None = None) -> dict:
+    """`herd evaluate PATH`: every path herd.export.load_policy reads (of a run directory, its
+    best policy unless `best` is False; "which" says which it took). With `env_id`, the
     checkpoint's networks are rebuilt for that env (a run directory without its config.yaml).
     `working_dir`: the folder of the env's own package, as load_policy's."""
     from herd import usercode
@@ -322,11 +323,12 @@ def evaluate_checkpoint(path: str | Path, episodes: int = 5, env_id: str | None 
         usercode.use([working_dir, *usercode.recorded(ckpt.parent)])
         env_cfg = EnvConfig(id=env_id)
         policy, where = weights_from_checkpoint(ckpt, env_cfg), ckpt
+        which = "final" if ckpt != p else None
     else:
-        policy = load_policy(p, working_dir=working_dir)
+        policy = load_policy(p, best=best, working_dir=working_dir)
         env_cfg = EnvConfig(id=env_id) if env_id else policy.env
-        where = policy.meta["source"]
+        where, which = policy.meta["source"], policy.meta.get("which")
     if video:
         check_offscreen_rendering(env_cfg)
     out = evaluate(env_cfg, policy, episodes, seed=seed, video=video)
-    return {"checkpoint": str(where), "env": env_cfg.id, **out}
+    return {"checkpoint": str(where), "which": which, "env": env_cfg.id, **out}

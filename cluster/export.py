@@ -1,7 +1,9 @@
 """Policies users take away: `load_policy` reads any policy Herd saves or exports, `export_policy`
 (`herd export`) writes one as ONNX, TorchScript or safetensors.
 
-    runs/JOB, runs/JOB/checkpoint, .../model.pt   the latest checkpoint's actor
+    runs/JOB                                        its best policy (best_policy.pb) where one
+                                                    was kept, else its latest checkpoint's
+    runs/JOB/checkpoint, .../model.pt               the latest checkpoint's actor
     runs/JOB/best_policy.pb                         the best periodic evaluation's (PolicyWeights)
     policy.onnx / policy.torchscript.pt             exported: obs -> (action, mean, log_std)
     policy.safetensors                              exported: the PolicyWeights tensors
@@ -132,10 +134,12 @@ class OnnxPolicy(Policy):
 
 
 # ---- reading ----
-def load_policy(path: str | Path, best: bool = False, seed: int | None = None,
+def load_policy(path: str | Path, best: bool | None = None, seed: int | None = None,
                 working_dir: str | Path | None = None) -> Policy:
-    """The policy saved or exported at `path` (see the module docstring for what it may be);
-    `best`: runs/JOB's best_policy.pb rather than its latest checkpoint. `seed` seeds the noise
+    """The policy saved or exported at `path` (see the module docstring for what it may be).
+    Of a run directory: its best policy (best_policy.pb) where one was kept, else its latest
+    checkpoint; `best=True` the best or FileNotFoundError, `best=False` the latest checkpoint
+    (meta["which"] says which it took: "best" or "final"). `seed` seeds the noise
     of act(..., deterministic=False). The env's own package (env.module) is imported from
     `working_dir`, else from where the run's code came from (herd.usercode). FileNotFoundError
     / ValueError say what is wrong."""
@@ -145,10 +149,13 @@ def load_policy(path: str | Path, best: bool = False, seed: int | None = None,
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{path}: no such file or directory (no checkpoint or policy there)")
-    if p.is_dir() and best:
-        p = p / "best_policy.pb"
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} is missing: no periodic evaluation of that run finished")
+    which = None
+    if p.is_dir() and not (p / "model.pt").is_file():  # a run directory, not its checkpoint/
+        which = "final" if best is False or not (p / "best_policy.pb").is_file() else "best"
+        if best and which == "final":
+            raise FileNotFoundError(f"{p / 'best_policy.pb'} is missing: no periodic evaluation of "
+                                    "that run finished")
+        p = p / "best_policy.pb" if which == "best" else p
     if p.is_dir() or p.name == "model.pt":
         from herd.checkpoint import job_env_config, resolve_checkpoint, weights_from_checkpoint
 
@@ -156,7 +163,8 @@ def load_policy(path: str | Path, best: bool = False, seed: int | None = None,
         code = usercode.use([*given, *usercode.recorded(ckpt.parent)])
         env_cfg = job_env_config(ckpt)
         weights = weights_from_checkpoint(ckpt, env_cfg)
-        return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(ckpt), code), seed)
+        return WeightsPolicy(weights, {**weights_meta(weights, env_cfg, str(ckpt), code), "which": which},
+                             seed)
     if p.suffix == ".pb":
         from herd.checkpoint import job_env_config
         from herd.proto import herd_pb2 as pb
@@ -167,7 +175,8 @@ def load_policy(path: str | Path, best: bool = False, seed: int | None = None,
             raise ValueError(f"{p}: not a PolicyWeights message ({e})") from None
         code = usercode.use([*given, *usercode.recorded(p.parent)])
         env_cfg = job_env_config(p)  # the run's config.yaml beside it
-        return WeightsPolicy(weights, weights_meta(weights, env_cfg, str(p), code), seed)
+        return WeightsPolicy(weights, {**weights_meta(weights, env_cfg, str(p), code), "which": which},
+                             seed)
     meta = read_meta(p)
     meta = {**meta, "exported_from": meta.get("source"), "source": str(p)}
     meta["code"] = usercode.use([*given, *meta.get("code", [])])
@@ -291,11 +300,12 @@ def export_module(policy: WeightsPolicy):
     return Exported().eval()
 
 
-def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, best: bool = False,
+def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, best: bool | None = None,
                   working_dir: str | Path | None = None) -> Path:
-    """Write the policy of runs/JOB (or any path load_policy reads, as a PolicyWeights) as `fmt`
-    (onnx, torchscript, safetensors) to `out` (default runs/JOB/export/policy[-best]<ext>), with
-    its JSON beside it; returns the file written. `working_dir`: as load_policy's."""
+    """Write the policy of runs/JOB (or any path load_policy reads, as a PolicyWeights; `best`
+    as load_policy's) as `fmt` (onnx, torchscript, safetensors) to `out` (default
+    runs/JOB/export/policy<ext>, policy-final<ext> with best=False), with its JSON beside it;
+    returns the file written. `working_dir`: as load_policy's."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     policy = load_policy(path, best=best, working_dir=working_dir)
@@ -305,7 +315,7 @@ def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, bes
         src = Path(path)  # the run's directory: runs/JOB, above checkpoint/ and its files
         run = src.parent if src.is_file() else src
         run = run.parent if (run / "model.pt").is_file() else run
-        out = run / "export" / (("policy-best" if best else "policy") + FORMATS[fmt])
+        out = run / "export" / (("policy-final" if best is False else "policy") + FORMATS[fmt])
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {**policy.meta, "format": fmt}
