@@ -1,8 +1,10 @@
 """Live scaling on one job, as a user does it: many times, both ways (1 -> 3 -> 1 -> 2) while
 the job trains, the learner never restarted and nothing stepped lost; then past the cluster's
-CPUs (-> 8), as on a small machine: the actors that do not fit are reported as waiting for CPUs
-(not as failures), a scale back down (-> 1) removes them whatever state they are in, and stop
-ends with a summary whose books balance (actor steps = acked = received = inserted).
+CPUs the cluster could ever hold (-> 100,000: refused in one line, within seconds, nothing
+created, the job goes on), then past the free CPUs (-> 4), as on a small machine: the actor
+that does not fit is reported as waiting for CPUs (not as a failure), a scale back down (-> 1)
+removes them whatever state they are in (the never-started one cancelled, one line for all),
+and stop ends with a summary whose books balance (actor steps = acked = received = inserted).
 Meanwhile `herd status --watch` and `herd logs --follow` end quietly on Ctrl-C.
 
 Test cluster: 4 CPUs; learner 0.5 + actors of 1 each: 3 fit."""
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 
 import pytest
 
@@ -80,24 +83,39 @@ def test_scale_up_and_down_then_past_the_cpus_then_stop(ray_cluster, tmp_path):
             r = cli.interrupt(min_s)
             assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr
 
-        # ---- past the CPUs: 2 -> 8 ----
-        r = herd("scale", job, "--actors", "8")
-        assert "8 actors" in r.stdout and "waiting for CPUs (each needs 1" in r.stdout, r.stdout
-        # one more fits; the other 5 wait, and status says so instead of "unavailable"
+        # ---- far past what the cluster could ever hold: refused in one line, nothing created ----
+        t0 = time.monotonic()
+        r = herd("scale", job, "--actors", "100000", check=False)
+        answer_s = time.monotonic() - t0
+        print(f"herd scale --actors 100000 answered in {answer_s:.2f} s: {r.stderr.strip()}")
+        assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r
+        # the test cluster's 4 CPUs at actors.num_cpus=1 hold 4 (its memory, more)
+        assert "100000 actors could never be placed" in r.stderr and "holds at most 4" in r.stderr
+        assert "4 by CPUs at actors.num_cpus=1" in r.stderr and "goes on with its 2" in r.stderr
+        assert answer_s < 10, answer_s
+        s = status(job)
+        assert len(s["actors"]) == 2 and s["target_actors"] == 2 and not s["waiting_actors"], s
+
+        # ---- past the free CPUs: 2 -> 4 (the cluster's 4 CPUs hold 4, the learner has 0.5) ----
+        r = herd("scale", job, "--actors", "4")
+        assert "4 actors" in r.stdout and "waiting for CPUs (each needs 1" in r.stdout, r.stdout
+        # one more fits; the other waits, and status says so instead of "unavailable"
         # (Ray's free-CPU view follows the third actor's placement a moment later)
-        s = wait_for(lambda: status_when(job, lambda s: s["waiting_actors"] == 5
+        s = wait_for(lambda: status_when(job, lambda s: s["waiting_actors"] == 1
                                          and s["cpus_free"] == pytest.approx(0.5)), 60,
-                     "5 actors waiting for CPUs, 0.5 free", poll=2)
+                     "1 actor waiting for CPUs, 0.5 free", poll=2)
         waiting = [a for a in s["actors"] if a.get("waiting")]
-        assert len(waiting) == 5 and all("waiting for CPUs" in a["error"] for a in waiting)
+        assert len(waiting) == 1 and all("waiting for CPUs" in a["error"] for a in waiting)
         text = herd("status", job).stdout
-        assert "5 actors waiting for CPUs (needs 1); 0.5 CPUs free" in " ".join(text.split()), text
-        # down to 1: the 5 that never ran go at once, the 2 other running ones deliver and go
+        assert "1 actor waiting for CPUs (needs 1); 0.5 CPUs free" in " ".join(text.split()), text
+        # down to 1: the one that never ran is cancelled at once, the 2 other running ones
+        # deliver and go; the CLI says so in one line
         r = herd("scale", job, "--actors", "1")
-        assert "1 actors" in r.stdout and "waiting" not in r.stdout, r.stdout
+        assert r.stdout.strip() == (f"{job}: 1 actors (2 stopped, their steps delivered; "
+                                    "1 cancelled before they started)"), r.stdout
         s = wait_for(lambda: status_when(job, lambda s: len(s["actors"]) == 1 and not s["waiting_actors"]),
                      30, "one actor left", poll=1)
-        assert len(s["retired"]) == 2 + 7
+        assert len(s["retired"]) == 2 + 2 and s["cancelled"] == 1  # retired: only actors that ran
         assert s["learner"]["learner_id"] == learner_id
     finally:
         for cli, _ in clis:

@@ -1,0 +1,100 @@
+"""A job whose processes die under it still ends with its summary, a final checkpoint and exact
+books; a stop while the replay ratio holds the actors back delivers every step.
+
+- An env actor's worker killed (SIGKILL, as the raylet's memory monitor does) while a scale
+  adds actors, in a job whose replay ratio binds (a 0.5-CPU learner asked for 4 updates per
+  row: the actors' windows stay full), then `herd stop`: every stepped transition of the
+  processes that stopped is delivered, the killed one counts with what the learner accepted
+  from it; steps = acked = received = inserted; no actor logs an error at its stop.
+- The job's controller killed (SIGKILL of its process) while a scale adds actors: its actors
+  die with it (Ray ends an actor with its creator), the driver winds the job down by itself,
+  and the books still close on what the learner accepted.
+
+Test cluster: 4 CPUs; learner 0.5 + actors of 0.5 each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.jobs import ROOT, SMALL, controller_up, herd, small_learner, stepping, submit, wait_for
+
+pytestmark = pytest.mark.cluster
+
+BOUND = {**SMALL,
+         "learner": small_learner(ratio=4.0, ratio_tolerance=50, min_size=300),
+         "actors": {**SMALL["actors"], "warmup_steps": 10**9, "window": 2},
+         "run": {**SMALL["run"], "name": "bound", "eval_every_s": 60}}
+
+
+def scale_in_background(job: str, n: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "herd", "scale", job, "--actors", str(n)], cwd=ROOT,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+
+
+def summary_of(tmp_path, job: str) -> dict:
+    run_dir = tmp_path / "runs" / job
+    wait_for(lambda: (run_dir / "summary.json").exists(), 180, "summary.json", poll=2)
+    assert (run_dir / "checkpoint" / "model.pt").is_file()
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def assert_books_close(summary: dict) -> None:
+    lr = summary["learner"]
+    assert summary["actor_steps"] == summary["actor_acked"] == int(lr["received"]) == int(lr["inserted"]) > 0
+    assert summary["faults"]["transitions_lost"] == 0 and int(lr["rejected_batches"]) == 0
+
+
+def test_a_killed_worker_mid_scale_and_a_stop_under_the_limiter_lose_nothing(ray_cluster, tmp_path):
+    job = submit(BOUND, tmp_path)
+    try:
+        wait_for(lambda: controller_up(job), 150, "the controller", poll=2)
+        s = wait_for(lambda: stepping(job, 1, {}), 120, "the first actor stepping", poll=1)
+        victim = s["actors"][0]
+        scaling = scale_in_background(job, 3)
+        os.kill(victim["pid"], signal.SIGKILL)  # while the controller creates the new actors
+        out, err = scaling.communicate(timeout=120)
+        assert scaling.returncode == 0 and "3 actors" in out, (out, err)
+        # Ray restarts the killed process; all 3 step, and the limiter holds them back: each
+        # one's window full, its pushes waiting for the learner's updates
+        s = wait_for(lambda: stepping(job, 3, {}), 120, "3 actors stepping", poll=2)
+        restarted = next(a for a in s["actors"] if a["actor_id"] == victim["actor_id"])
+        assert restarted["pid"] != victim["pid"]
+        held = wait_for(lambda: [a for a in stepping(job, 3, {})["actors"]
+                                 if a["in_flight"] == 2 and a["push_wait_s"] > 1], 60,
+                        "actors held back by the replay ratio", poll=2)
+        assert held
+    finally:
+        herd("stop", job, check=False)
+    summary = summary_of(tmp_path, job)
+    assert summary["stop_reason"] == "stopped by user"
+    assert_books_close(summary)
+    assert summary["faults"]["killed_actor_processes"] >= 1
+    logs = herd("logs", job).stdout
+    assert "client closed" not in logs and "stopped on an error" not in logs, logs[-3000:]
+
+
+def test_a_controller_killed_mid_scale_still_ends_the_job_with_its_books(ray_cluster, tmp_path):
+    from herd.control import record_path
+
+    job = submit({**BOUND, "learner": small_learner(ratio=None, min_size=300),
+                  "run": {**BOUND["run"], "name": "headless"}}, tmp_path)
+    wait_for(lambda: controller_up(job), 150, "the controller", poll=2)
+    # far enough in that the driver's own polls have seen the actor step
+    wait_for(lambda: stepping(job, 1, {"actor-0": 2000}), 120, "the first actor stepping", poll=1)
+    pid = json.loads(record_path(job).read_text())["pid"]
+    scaling = scale_in_background(job, 3)
+    os.kill(pid, signal.SIGKILL)
+    _, err = scaling.communicate(timeout=120)
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+    summary = summary_of(tmp_path, job)
+    assert summary["stop_reason"] == "controller lost"
+    assert summary["faults"]["controller_lost"]
+    assert_books_close(summary)
+    assert summary["faults"]["killed_actor_processes"] >= 1
