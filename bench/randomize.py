@@ -1,0 +1,206 @@
+"""Domain randomization against none: how much of its return a camera policy keeps on held-out
+randomizations of its robot.
+
+    python bench/randomize.py                                  # examples/myrobot/myrobot-pixels.yaml
+    python bench/randomize.py --seeds 1,2 --seconds 150 --episodes 30
+
+Two arms of one config, side by side on a local Ray head of this run alone: `randomized` (the
+config's env.randomize) and `nominal` (env.randomize set to null: trained on the model as
+written). Each seed runs both arms in turn, so a drift in the machine's load falls on both.
+After each job its final policy (the job's last checkpoint) is evaluated here on the model as
+written and on the held-out draws of the randomized arm's env.randomize (heldout_seed: none of
+training's draws), the same episodes for both arms, beside a policy that does nothing. One flat
+record per run:
+
+    arm, seed, env, pixels           the arm, the seed, the task, the frame size
+    nominal_return, heldout_return   mean return of --episodes episodes of the final policy
+    retention                        heldout_return / nominal_return
+    retention_above_idle             the same over what a policy doing nothing scores there
+                                     (idle_nominal_return, idle_heldout_return)
+    best_eval_return                 the job's best periodic evaluation (nominal model)
+    env_steps, updates, wall_s       of the job
+    evaluations                      the job's periodic evaluations: seconds since submit,
+                                     mean_return and, where it trained randomized,
+                                     heldout_mean_return
+    machine, command
+
+Writes bench/results/randomize-<date>-<machine>.json and a PNG of the evaluations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import RESULTS, console, header, save, slug, submitted_job
+from bench.startup import Cluster
+from herd.config import parse_sets, with_overrides
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = "examples/myrobot/myrobot-pixels.yaml"
+ARMS = {"randomized": [], "nominal": ["env.randomize=null"]}
+
+
+def run_job(cfg: dict, working_dir: Path, cluster: Cluster, work: Path, runs: Path,
+            timeout: float) -> tuple[Path, float]:
+    """Submit `cfg`, print its [herd] lines, wait for its end: (its run folder, unix time of submit)."""
+    path = work / f"{cfg['run']['name']}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    t_submit = time.time()
+    out = subprocess.run([sys.executable, "-m", "herd", "submit", str(path), "--working-dir", str(working_dir),
+                          "--runs-dir", str(runs)], cwd=ROOT, env=cluster.env, capture_output=True,
+                         text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"herd submit failed: {out.stderr.strip()}")
+    job = submitted_job(out.stdout)
+    seen, deadline = 0, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = cluster.job(job)["status"]
+        lines = [ln for ln in cluster.logs(job).splitlines() if ln.startswith("[herd]")]
+        for ln in lines[seen:]:
+            console.print(f"{time.time() - t_submit:6.1f}s {ln}", markup=False)
+        seen = len(lines)
+        if state in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if state != "SUCCEEDED":
+                console.print(cluster.logs(job)[-4000:], markup=False)
+                raise SystemExit(f"job {job} ended {state}")
+            return runs / job, t_submit
+        time.sleep(2)
+    raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
+
+
+class Idle:
+    """A policy that does nothing (zero torque): the floor of the arm's return."""
+
+    version = 0
+
+    def __init__(self, act_dim: int):
+        self.act_dim = act_dim
+
+    def act(self, obs, deterministic=True):
+        return np.zeros((len(obs), self.act_dim), np.float32)
+
+
+def returns(policy, env_cfg, randomize, episodes: int) -> tuple[float, float]:
+    """(nominal, held-out) mean return of `policy` on `env_cfg` evaluated with `randomize`."""
+    from herd.evaluation import HELDOUT, evaluate
+
+    out = evaluate(env_cfg.model_copy(update={"randomize": randomize}), policy, episodes)
+    return out["mean_return"], out[HELDOUT + "mean_return"]
+
+
+def record(arm: str, seed: int, run: Path, t_submit: float, randomize, episodes: int, idle: tuple,
+           info: dict) -> dict:
+    from herd.export import load_policy
+
+    summary = json.loads((run / "summary.json").read_text())
+    policy = load_policy(run)
+    nominal, heldout = returns(policy, policy.env, randomize, episodes)
+    evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
+              "heldout_mean_return": e.get("heldout_mean_return")} for e in summary["evaluations"]]
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    r = {**info, "arm": arm, "seed": seed, "env": cfg["env"]["id"], "pixels": cfg["env"]["pixels"]["size"],
+         "episodes": episodes, "nominal_return": nominal, "heldout_return": heldout,
+         "retention": heldout / nominal if nominal else None,
+         "idle_nominal_return": idle[0], "idle_heldout_return": idle[1],
+         "retention_above_idle": ((heldout - idle[1]) / (nominal - idle[0]) if nominal != idle[0] else None),
+         "best_eval_return": max((e["mean_return"] for e in evals), default=None),
+         "env_steps": summary["learner"]["received"], "updates": summary["learner"]["updates"],
+         "wall_s": summary["wall_s"], "randomize": cfg["env"].get("randomize"),
+         "heldout_randomize": randomize.model_dump(mode="json"), "evaluations": evals}
+    console.print(f"{arm} seed {seed}: nominal {nominal:.1f}, held-out {heldout:.1f}, retention "
+                  f"{r['retention']:.2f} ({r['retention_above_idle']:.2f} above doing nothing: "
+                  f"{idle[0]:.1f} / {idle[1]:.1f}); best periodic eval {r['best_eval_return']}")
+    return r
+
+
+def plot(records: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (curves, bars) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, r in enumerate(records):
+        xs = [e["seconds"] for e in r["evaluations"]]
+        line, = curves.plot(xs, [e["mean_return"] for e in r["evaluations"]], "-o", ms=3,
+                            label=f"{r['arm']} s{r['seed']} nominal")
+        held = [e["heldout_mean_return"] for e in r["evaluations"]]
+        if any(h is not None for h in held):
+            curves.plot(xs, held, "--", color=line.get_color(), label=f"{r['arm']} s{r['seed']} held-out")
+        bars.bar([3 * i, 3 * i + 1], [r["nominal_return"], r["heldout_return"]], color=["C0", "C1"])
+    bars.set_xticks([3 * i + 0.5 for i in range(len(records))],
+                    [f"{r['arm']}\ns{r['seed']}" for r in records], fontsize=8)
+    if records:
+        bars.axhline(records[0]["idle_nominal_return"], color="grey", ls=":", lw=1)
+    bars.set_title("final policy: nominal (blue), held-out draws (orange)", fontsize=9)
+    curves.set_xlabel("seconds since herd submit")
+    for ax in (curves, bars):
+        ax.set_ylabel("deterministic eval return")
+        ax.grid(alpha=0.3)
+    curves.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=CONFIG)
+    p.add_argument("--seeds", default="1,2")
+    p.add_argument("--seconds", type=float, default=150, help="each job's run.max_seconds")
+    p.add_argument("--episodes", type=int, default=30, help="episodes of each final evaluation")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="for both arms")
+    p.add_argument("--runs-dir", default=None, help="where the runs are kept (default: removed at the end)")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    from herd.actors.config import RandomizeConfig
+    from herd.config import load_config
+
+    info = header("Herd: domain randomization, return kept on held-out randomizations")
+    path = Path(args.out) if args.out else RESULTS / f"randomize-{info['date']}-{slug(info['machine'])}.json"
+    base = yaml.safe_load((ROOT / args.config).read_text())
+    randomize = load_config(ROOT / args.config, args.set).env.randomize or RandomizeConfig()
+    working_dir = (ROOT / args.config).parent
+    sys.path.insert(0, str(working_dir))  # the env's package, for the evaluations here
+    env_cfg = load_config(ROOT / args.config, args.set).env
+    idle = returns(Idle(2), env_cfg, randomize, args.episodes)
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="herd-bench-randomize-") as tmp:
+        work = Path(tmp)
+        cluster = Cluster(work, None, {})
+        try:
+            for seed in (int(s) for s in args.seeds.split(",")):
+                for arm, sets in ARMS.items():
+                    overrides = parse_sets([f"run.max_seconds={args.seconds}", f"learner.algorithm.seed={seed}",
+                                            f"actors.seed={seed}", f"run.name={slug(f'{arm}-s{seed}')}",
+                                            *args.set, *sets])
+                    cfg = with_overrides(base, overrides)
+                    runs = Path(args.runs_dir).resolve() if args.runs_dir else work / "runs"
+                    run, t_submit = run_job(cfg, working_dir, cluster, work, runs, args.seconds + 300)
+                    records.append(record(arm, seed, run, t_submit, randomize, args.episodes, idle, info))
+                    save(records, path)  # what ran survives a later run's failure
+                    plot(records, path.with_suffix(".png"), f"Herd: {base['env']['id']} from pixels, "
+                                                            f"{info['machine']}")
+        finally:
+            cluster.close()
+    for arm in ARMS:
+        runs = [r for r in records if r["arm"] == arm]
+        console.print(f"{arm}: retention " + ", ".join(
+            f"seed {r['seed']} {r['retention']:.2f} ({r['nominal_return']:.1f} -> {r['heldout_return']:.1f})"
+            for r in runs))
+    console.print(f"wrote {path} and {path.with_suffix('.png').name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
