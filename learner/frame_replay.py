@@ -5,6 +5,7 @@
     prev   [Fcap] int64            the global number of the frame before it in its episode (-1: none)
     refs   [Rcap, 2] int64         each row's obs frame and next frame (global numbers)
     rest   [Rcap, A + 3] fp32      action | reward | terminated | discount
+    state  [Fcap, D] fp32          the env's state at each frame (D = state_dim; 0: none kept)
 
 Frames get global numbers g = 0, 1, 2, ... as they are written; frame g lives in slot g % Fcap
 until frame g + Fcap overwrites it, so "slot g % Fcap still holds g" (gid[g % Fcap] == g) is the
@@ -20,6 +21,10 @@ the whole row ring. A row inside the window whose obs or next frame has gone all
 different actors arrive out of frame order) is swapped for the newest row, on the device.
 Sampling reads the window from device tensors (no host sync), so it can be captured in a
 CUDA graph like the state ring (learner/replay.py).
+
+A learner whose critics read the env's state (learner.encoder.privileged_critic) keeps each
+frame's state in the slot of its frame: a row's obs state is its obs frame's, its next state its
+next frame's. Per frame, not per row, as the wire sends it: D floats a frame against 2 D a row.
 
 Host side, per actor process ((actor_id, incarnation)), a bounded map frame number -> global
 number (FrameIndex): the last `window` numbers of each of the last `max_actors` actors (a
@@ -49,9 +54,10 @@ def default_frame_capacity(capacity: int, frame_margin: float = 0.02, window: in
     return capacity + math.ceil(capacity * frame_margin) + 4 * window
 
 
-def layout_bytes(capacity: int, frame_capacity: int, frame_shape, action_dim: int) -> int:
+def layout_bytes(capacity: int, frame_capacity: int, frame_shape, action_dim: int,
+                 state_dim: int = 0) -> int:
     """Device bytes of a FrameReplay of these sizes (what it allocates)."""
-    per_frame = math.prod(frame_shape) + 2 * 8  # pixels, gid, prev
+    per_frame = math.prod(frame_shape) + 2 * 8 + 4 * state_dim  # pixels, gid, prev, state
     per_row = 2 * 8 + 4 * (action_dim + 3)  # refs, rest
     return frame_capacity * per_frame + capacity * per_row + 2 * 8
 
@@ -160,10 +166,11 @@ class FrameReplay:
     def __init__(self, capacity: int, frame_shape: tuple[int, int, int], frame_stack: int,
                  action_dim: int, device: torch.device, one_step_discount: float = 0.99,
                  frame_margin: float = 0.02, window: int = 2048, max_actors: int = 4096,
-                 frame_capacity: int | None = None):
+                 frame_capacity: int | None = None, state_dim: int = 0):
         """`frame_capacity` (default: `capacity` plus `frame_margin` of it plus 4 `window`s):
         frames kept; above `capacity` by the frames no row's obs is (each episode's last) and
-        the ones rows still wait for (n-step rows, batches in flight)."""
+        the ones rows still wait for (n-step rows, batches in flight). `state_dim`: floats of
+        env state kept per frame (a batch's frame_state), for critics that read it."""
         self.capacity = capacity
         self.frame_capacity = frame_capacity or default_frame_capacity(capacity, frame_margin, window)
         self.frame_shape, self.stack, self.action_dim = tuple(frame_shape), frame_stack, action_dim
@@ -174,6 +181,8 @@ class FrameReplay:
         self.frames = torch.zeros(self.frame_capacity, *frame_shape, dtype=torch.uint8, device=dev)
         self.gid = torch.full((self.frame_capacity,), -1, dtype=torch.int64, device=dev)
         self.prev = torch.full((self.frame_capacity,), -1, dtype=torch.int64, device=dev)
+        self.state_dim = state_dim
+        self.state = torch.zeros(self.frame_capacity, state_dim, dtype=torch.float32, device=dev)
         self.refs = torch.zeros(capacity, 2, dtype=torch.int64, device=dev)
         self.rest = torch.zeros(capacity, action_dim + 3, dtype=torch.float32, device=dev)
         # [start, count] of the sampling window, read by captured graphs (no .item())
@@ -196,7 +205,8 @@ class FrameReplay:
 
     @property
     def nbytes(self) -> int:
-        return layout_bytes(self.capacity, self.frame_capacity, self.frame_shape, self.action_dim)
+        return layout_bytes(self.capacity, self.frame_capacity, self.frame_shape, self.action_dim,
+                            self.state_dim)
 
     @property
     def bytes_per_transition(self) -> float:
@@ -205,8 +215,8 @@ class FrameReplay:
 
     @property
     def naive_bytes_per_transition(self) -> int:
-        """The usual layout's: obs and next_obs stacks stored whole in every row."""
-        return 2 * self.stack * self.frame_bytes + 4 * (self.action_dim + 3)
+        """The usual layout's: obs and next_obs stacks (and states) stored whole in every row."""
+        return 2 * self.stack * self.frame_bytes + 4 * (self.action_dim + 3 + 2 * self.state_dim)
 
     def _to_device(self, a: np.ndarray) -> torch.Tensor:
         """`a` on the device. On CUDA through page-locked memory (torch's caching host
@@ -225,7 +235,7 @@ class FrameReplay:
         if p is None:
             p = self.index.place(arrays)
             self.index.commit(p)
-        self._write_frames(arrays["frames"], p.new, p.prev)
+        self._write_frames(arrays["frames"], p.new, p.prev, arrays.get("frame_state"))
         self.written = max(self.written, p.written)
         self.frames_received += len(p.new)
         n = int(p.keep.sum())
@@ -235,10 +245,14 @@ class FrameReplay:
         self._shrink_window()
         return n
 
-    def _write_frames(self, frames: np.ndarray, new: np.ndarray, prev: np.ndarray) -> None:
+    def _write_frames(self, frames: np.ndarray, new: np.ndarray, prev: np.ndarray,
+                      states: np.ndarray | None) -> None:
         k = min(len(new), self.frame_capacity)  # a batch longer than the ring keeps its newest
         if not k:
             return
+        if self.state_dim:
+            self.state.index_copy_(0, self._to_device(new[-k:] % self.frame_capacity),
+                                   self._to_device(np.asarray(states[-k:], np.float32)))
         frames, new, prev = frames[-k:], new[-k:], prev[-k:]
         meta = self._to_device(np.stack([new % self.frame_capacity, new, prev]))
         pixels = self._to_device(np.asarray(frames, np.uint8))
@@ -309,13 +323,20 @@ class FrameReplay:
 
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """Rows at `idx`: pixels [B, 2, S*C, H, W] uint8 (obs | next_obs stacks, one gather;
-        obs and next_obs are its views), the rest fp32."""
+        obs and next_obs are its views), the rest fp32; with a state ring obs_state and
+        next_state [B, D], the states of the rows' obs and next frames."""
         b, (c, h, w), a = idx.shape[0], self.frame_shape, self.action_dim
-        slots = self.stacks(self.refs[idx]) % self.frame_capacity  # [B, 2, S]
+        newest = self.refs[idx]  # [B, 2]: each row's obs frame and next frame
+        slots = self.stacks(newest) % self.frame_capacity  # [B, 2, S]
         pix = self.frames.index_select(0, slots.reshape(-1)).view(b, 2, self.stack * c, h, w)
         rest = self.rest.index_select(0, idx)
-        return {"pixels": pix, "obs": pix[:, 0], "next_obs": pix[:, 1], "action": rest[:, :a],
-                "reward": rest[:, a], "terminated": rest[:, a + 1], "discount": rest[:, a + 2]}
+        out = {"pixels": pix, "obs": pix[:, 0], "next_obs": pix[:, 1], "action": rest[:, :a],
+               "reward": rest[:, a], "terminated": rest[:, a + 1], "discount": rest[:, a + 2]}
+        if self.state_dim:
+            state = self.state.index_select(0, (newest % self.frame_capacity).reshape(-1))
+            state = state.view(b, 2, self.state_dim)
+            out["obs_state"], out["next_state"] = state[:, 0], state[:, 1]
+        return out
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
         return self.gather(self.sample_indices(batch_size))

@@ -128,6 +128,12 @@ class Learner:
         from herd.proto.heap import steady_heap
 
         self.startup_unix["torch"] = time.time()
+        if spec.state_dim and not cfg.encoder.privileged_critic:
+            # the critics read the frames: the spec asks the actors for no state (EnvSpec.state_dim)
+            frames_only = type(spec)()
+            frames_only.CopyFrom(spec)
+            frames_only.state_dim = 0
+            spec = frames_only
         self.cfg = cfg
         self.spec = spec
         self.learner_id = uuid.uuid4().hex[:12]
@@ -204,11 +210,13 @@ class Learner:
                              f"the spec has {frame_shape} {spec.obs_dtype}")
         action_dim = int(np.prod(spec.action_shape))
         self.buffer = FrameReplay(cfg.replay.capacity, frame_shape, spec.frame_stack, action_dim,
-                                  self.device, one_step_discount=cfg.algorithm.gamma)
+                                  self.device, one_step_discount=cfg.algorithm.gamma,
+                                  state_dim=spec.state_dim)
         self.table = FrameTable(self.buffer, limiter)
         self.startup_unix["buffer"] = time.time()
         self.sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, frame_shape, spec.frame_stack,
-                            action_dim, spec.action_low, spec.action_high, self.device)
+                            action_dim, spec.action_low, spec.action_high, self.device,
+                            spec.state_dim)
 
     def _take(self, limit: int, timeout: float) -> list:
         """Staged blocks for the training thread; none (after `timeout`) while ingest boots."""

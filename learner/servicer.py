@@ -155,6 +155,7 @@ class LearnerServicer(WeightStreams):
         self.sessions[sid] = Session(sid, request.actor_id, self.spec, request.incarnation)
         self._forget_idle()
         return pb.HandshakeReply(session_id=sid, policy_version=self.publisher.version,
+                                 state_dim=self.spec.state_dim,
                                  max_batch=self.max_batch, learner_id=self.learner_id)
 
     def _full(self, actor_id: str) -> bool:

@@ -47,6 +47,8 @@ def spec_mismatch(ours: pb.EnvSpec, theirs: pb.EnvSpec) -> str | None:
         a, b = getattr(ours, name), getattr(theirs, name)
         if (a != b) if isinstance(a, (str, int)) else (list(a) != list(b)):
             return f"{name}: learner has {a!r}, actor sent {b!r}"
+    if ours.state_dim and ours.state_dim != theirs.state_dim:  # 0: the critics read no state
+        return f"state_dim: learner's critics read {ours.state_dim}, actor's env has {theirs.state_dim}"
     for name in ("action_low", "action_high"):
         a, b = np.asarray(getattr(ours, name)), np.asarray(getattr(theirs, name))
         if a.shape != b.shape or not np.allclose(a, b, rtol=1e-5, atol=1e-6):
@@ -97,7 +99,7 @@ def validate(batch: pb.TransitionBatch, session: Session | None, max_batch: int,
         raise BatchRejected(invalid, "seq 0 from an actor with an incarnation (seqs start at 1)")
     if "frames" in arrays:
         check_frames(arrays, session)
-    for name in ("obs", "next_obs", "action", "reward", "discount"):
+    for name in ("obs", "next_obs", "action", "reward", "discount", "frame_state"):
         a = arrays.get(name)
         if a is None or not a.size or a.dtype.kind != "f":
             continue

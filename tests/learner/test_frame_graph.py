@@ -1,9 +1,10 @@
 """The pixel update in the graph machinery (learner/graphed.py) on the frame replay.
 
 CPU: the warm-up + rollback that precedes a capture leaves no trace, and the wrapper's loop of
-k updates equals single calls. CUDA (skipif none): the captured graph equals eager updates
-(fp32, TF32 off, deterministic cuDNN), a graph captured on an empty ring samples rows inserted
-after it, and bf16 at 84x84 / batch 256 runs finite (its updates/s printed).
+k updates equals single calls, with critics on frames or on the env's state. CUDA (skipif none):
+the captured graph equals eager updates (fp32, TF32 off, deterministic cuDNN), a graph captured
+on an empty ring samples rows inserted after it, and bf16 at 84x84 / batch 256 runs finite (its
+updates/s printed).
 """
 
 from __future__ import annotations
@@ -41,11 +42,14 @@ def make(device: str, size: int = 16, batch: int = 8, amp: str = "off", rows: in
     cfg = LearnerConfig.flat(device=device, amp=amp, pixel_batch_size=batch, seed=3,
                              **{"feature_dim": 8, "channels": 4, "pixel_hidden_sizes": (16, 16), **enc})
     dev = torch.device(device)
+    state_dim = 5 if cfg.encoder.privileged_critic else 0
     sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, size, size), 3, ACT, [-1.0] * ACT,
-                   [1.0] * ACT, dev)
-    replay = FrameReplay(1000, (3, size, size), 3, ACT, dev, window=64)
+                   [1.0] * ACT, dev, state_dim)
+    replay = FrameReplay(1000, (3, size, size), 3, ACT, dev, window=64, state_dim=state_dim)
     if rows:
-        replay.insert(episode_batch(rows, size))
+        b = episode_batch(rows, size)
+        b["frame_state"] = np.random.default_rng(1).normal(size=(rows + 1, state_dim)).astype(np.float32)
+        replay.insert(b)
     return sac, replay
 
 
@@ -64,9 +68,10 @@ def assert_parity(a, b, la, lb, rtol, atol) -> None:
         torch.testing.assert_close(p, q, rtol=rtol, atol=atol)
 
 
-def test_warmup_rollback_leaves_no_trace_cpu() -> None:
-    a, replay = make("cpu")
-    b, _ = make("cpu", rows=0)
+@pytest.mark.parametrize("privileged", [False, True])
+def test_warmup_rollback_leaves_no_trace_cpu(privileged: bool) -> None:
+    a, replay = make("cpu", privileged_critic=privileged)
+    b, _ = make("cpu", rows=0, privileged_critic=privileged)
     step = GraphedUpdate(a, replay, 2)
     step.warm_rollback_check()
     for opt in (a.actor_opt, a.critic_opt):
@@ -76,24 +81,24 @@ def test_warmup_rollback_leaves_no_trace_cpu() -> None:
     assert_parity(a, b, la, lb, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("target_encoder", [True, False])
-def test_updates_per_call_loop_equals_single_calls_cpu(target_encoder: bool) -> None:
-    a, replay = make("cpu", target_encoder=target_encoder)
-    b, _ = make("cpu", rows=0, target_encoder=target_encoder)
+@pytest.mark.parametrize(("target_encoder", "privileged"), [(True, False), (False, False), (False, True)])
+def test_updates_per_call_loop_equals_single_calls_cpu(target_encoder: bool, privileged: bool) -> None:
+    a, replay = make("cpu", target_encoder=target_encoder, privileged_critic=privileged)
+    b, _ = make("cpu", rows=0, target_encoder=target_encoder, privileged_critic=privileged)
     la = run(GraphedUpdate(a, replay, 2), 2)
     lb = run(GraphedUpdate(b, replay, 1), 4)[1::2]
     assert_parity(a, b, la, lb, rtol=0, atol=0)
 
 
 @cuda
-@pytest.mark.parametrize("target_encoder", [True, False])
-def test_graph_equals_eager_cuda(target_encoder: bool) -> None:
+@pytest.mark.parametrize(("target_encoder", "privileged"), [(True, False), (False, False), (False, True)])
+def test_graph_equals_eager_cuda(target_encoder: bool, privileged: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
     try:
-        a, replay = make("cuda", target_encoder=target_encoder)
-        b, _ = make("cuda", rows=0, target_encoder=target_encoder)
+        a, replay = make("cuda", target_encoder=target_encoder, privileged_critic=privileged)
+        b, _ = make("cuda", rows=0, target_encoder=target_encoder, privileged_critic=privileged)
         ga = GraphedUpdate(a, replay, 2, cuda_graph=True)
         la = run(ga, 3)
         lb = run(GraphedUpdate(b, replay, 2, cuda_graph=False), 3)
