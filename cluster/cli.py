@@ -627,7 +627,7 @@ def cmd_evaluate(args) -> int:
     working_dir = existing_dir("--working-dir", args.working_dir)
     try:
         out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
-                                  seed=args.seed, working_dir=working_dir)
+                                  seed=args.seed, working_dir=working_dir, best=which_policy(args))
     except (FileNotFoundError, ValueError, CheckpointRefused) as e:
         print(f"herd: {first_line_with_hint(e)}", file=sys.stderr)
         return 2
@@ -637,7 +637,10 @@ def cmd_evaluate(args) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{out['env']} policy v{out['policy_version']} from {out['checkpoint']}: "
+    if out["which"] == "final" and which_policy(args) is None and not args.env:
+        print(f"herd: note: {args.checkpoint} has no best_policy.pb (no periodic evaluation "
+              "finished): evaluating its final checkpoint", file=sys.stderr)
+    print(f"{out['env']} policy v{out['policy_version']} from {out['checkpoint']}{took(out['which'])}: "
           f"deterministic return {out['mean_return']:.1f} (min {out['min_return']:.1f}, "
           f"max {out['max_return']:.1f}, mean length {out['mean_length']:.0f}) over "
           f"{out['episodes']} episodes")
@@ -658,13 +661,26 @@ def cmd_export(args) -> int:
     from herd.export import ExportUnavailable, export_policy, sidecar
 
     try:
-        out = export_policy(args.path, args.format, args.out, best=args.best,
+        out = export_policy(args.path, args.format, args.out, best=which_policy(args),
                             working_dir=existing_dir("--working-dir", args.working_dir))
     except (FileNotFoundError, ValueError, CheckpointRefused, ExportUnavailable) as e:
         print(f"herd: {first_line_with_hint(e)}", file=sys.stderr)
         return 2
-    print(f"wrote {out} and {sidecar(out)} (`herd evaluate {out}` runs it; herd.load_policy loads it)")
+    meta = json.loads(sidecar(out).read_text())
+    print(f"wrote {out} and {sidecar(out)}: policy v{meta['version']} from {meta['source']}"
+          f"{took(meta.get('which'))} (`herd evaluate {out}` runs it; herd.load_policy loads it)")
     return 0
+
+
+def which_policy(args) -> bool | None:
+    """A run's policy as --best / --final ask: True, False, or None (the best where one was kept)."""
+    return False if args.final else (True if args.best else None)
+
+
+def took(which: str | None) -> str:
+    """Which of a run's policies was taken, for a line that names its file."""
+    return {"best": " (the run's best policy; --final for its last checkpoint)",
+            "final": " (the run's final checkpoint)"}.get(which, "")
 
 
 def existing_dir(flag: str, path: str | None) -> str | None:
@@ -834,17 +850,27 @@ def build_parser() -> argparse.ArgumentParser:
                    "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")
     s.add_argument("--seed", type=int, default=10_000)
     s.add_argument("--json", action="store_true")
+    run_policy_flags(s)
     s.set_defaults(fn=cmd_evaluate)
     s = sub.add_parser("export", help="write a run's policy as ONNX, TorchScript or safetensors (+ JSON)")
     s.add_argument("path", help="runs/<job>, its checkpoint/ or model.pt, or best_policy.pb")
     s.add_argument("--format", required=True, choices=["onnx", "torchscript", "safetensors"])
-    s.add_argument("--best", action="store_true", help="the best periodic evaluation's policy "
-                   "(runs/<job>/best_policy.pb), not the latest checkpoint's")
-    s.add_argument("--out", default=None, help="file to write (default runs/<job>/export/policy[-best].EXT)")
+    run_policy_flags(s)
+    s.add_argument("--out", default=None, help="file to write (default runs/<job>/export/policy.EXT, "
+                   "with --final policy-final.EXT)")
     s.add_argument("--working-dir", metavar="DIR", help="the folder holding the env's own package "
                    "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")
     s.set_defaults(fn=cmd_export)
     return p
+
+
+def run_policy_flags(s: argparse.ArgumentParser) -> None:
+    """Which of a run directory's policies `evaluate` and `export` take."""
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--final", action="store_true", help="the run's last checkpoint, not its best "
+                   "policy (the default: runs/<job>/best_policy.pb, where an evaluation finished)")
+    g.add_argument("--best", action="store_true", help="the run's best policy, the default; an "
+                   "error where no evaluation finished")
 
 
 _following: str | None = None

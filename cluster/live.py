@@ -137,7 +137,7 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
         if best:
             console.print(f"best deterministic eval return {best['mean_return']:.1f} (policy "
                           f"v{best['policy_version']} at {best['time_s']:.0f}s, {best['env_steps']} "
-                          f"env steps; saved as {s['best_policy']})")
+                          f"env steps; saved as {s['best_policy']}, which herd evaluate and export take)")
         console.print(f"final checkpoint's deterministic eval return {ev['mean_return']:.1f} "
                       f"(policy v{ev['policy_version']})")
         up = s.get("startup") or {}

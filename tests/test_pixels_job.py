@@ -64,6 +64,6 @@ def test_a_pixel_job_learns_within_its_budget(ray_cluster, tmp_path):
     r = herd("evaluate", str(run / "best_policy.pb"), "--episodes", "3", "--video", str(video), "--json")
     ev = json.loads(r.stdout)
     assert ev["mean_return"] > baseline.max() and video.stat().st_size > 0, ev
-    herd("export", str(run), "--format", "onnx", "--best")
-    meta = json.loads((run / "export" / "policy-best.json").read_text())
-    assert meta["obs_shape"] == [9, 32, 32] and meta["obs_dtype"] == "uint8"
+    herd("export", str(run), "--format", "onnx")  # the run's best policy
+    meta = json.loads((run / "export" / "policy.json").read_text())
+    assert meta["obs_shape"] == [9, 32, 32] and meta["obs_dtype"] == "uint8" and meta["which"] == "best"

@@ -53,9 +53,14 @@ def test_exports_act_as_the_actor_policy(run_dir):
     for best, weights in sources.items():
         want = reference(weights).act(obs, deterministic=True)
         assert np.array_equal(load_policy(run_dir, best=best).act(obs), want)
+        if best:  # what a run directory gives by default: its best policy, said so
+            taken = load_policy(run_dir)
+            assert np.array_equal(taken.act(obs), want) and taken.meta["which"] == "best"
+        else:
+            assert not np.array_equal(load_policy(run_dir).act(obs), want)
         for fmt in FORMATS:
             out = export_policy(run_dir, fmt, best=best)
-            assert out.parent == run_dir / "export" and ("best" in out.name) == best
+            assert out.parent == run_dir / "export" and ("final" in out.name) == (not best)
             meta = json.loads(sidecar(out).read_text())
             assert meta["env"]["id"] == "InvertedPendulum-v5" and meta["obs_dim"] == 4
             assert meta["action_low"] == [-3.0] and (meta["obs_mean"] is not None)
@@ -75,9 +80,11 @@ def test_exports_act_as_the_actor_policy(run_dir):
     for path in paths:
         if path.suffix != ".json":
             returns[path.name] = evaluate_checkpoint(path, episodes=1)["mean_return"]
-    assert len({returns[k] for k in ("checkpoint", "model.pt", run_dir.name)}) == 1
-    assert returns["policy.onnx"] == pytest.approx(returns["model.pt"], rel=1e-3)
-    assert returns["policy-best.safetensors"] == pytest.approx(returns["best_policy.pb"], rel=1e-3)
+    assert returns["checkpoint"] == returns["model.pt"] and returns[run_dir.name] == returns["best_policy.pb"]
+    assert returns["policy-final.onnx"] == pytest.approx(returns["model.pt"], rel=1e-3)
+    assert returns["policy.safetensors"] == pytest.approx(returns["best_policy.pb"], rel=1e-3)
+    assert evaluate_checkpoint(run_dir, episodes=1)["which"] == "best"
+    assert evaluate_checkpoint(run_dir, episodes=1, best=False)["which"] == "final"
 
 
 def test_cli_export_evaluate_and_bad_input(make_learner, env_cfg, tmp_path, capsys):
@@ -89,12 +96,27 @@ def test_cli_export_evaluate_and_bad_input(make_learner, env_cfg, tmp_path, caps
     (run / "config.yaml").write_text(yaml.safe_dump({"env": env_cfg.model_dump(mode="json")}))
     out = tmp_path / "p.onnx"
     assert main(["export", str(run), "--format", "onnx", "--out", str(out)]) == 0
-    assert out.is_file() and (tmp_path / "p.json").is_file() and "wrote" in capsys.readouterr().out
+    said = capsys.readouterr().out  # no evaluation finished: the final checkpoint, said so
+    assert out.is_file() and (tmp_path / "p.json").is_file() and "wrote" in said
+    assert f"from {run / 'checkpoint'} (the run's final checkpoint)" in said, said
     assert main(["evaluate", str(out), "--episodes", "1"]) == 0
     assert "deterministic return" in capsys.readouterr().out
+    assert main(["evaluate", str(run), "--episodes", "1"]) == 0
+    said = capsys.readouterr()
+    assert "(the run's final checkpoint)" in said.out and "has no best_policy.pb" in said.err
     assert main(["export", str(run), "--format", "onnx", "--best"]) == 2  # no evaluation finished
     err = capsys.readouterr().err
     assert "best_policy.pb is missing" in err and len(err.strip().splitlines()) == 1
+    # once an evaluation kept one, the best policy by default; --final for the last checkpoint
+    (run / "best_policy.pb").write_bytes(learner.weights().SerializeToString())
+    assert main(["evaluate", str(run), "--episodes", "1"]) == 0
+    said = capsys.readouterr()
+    assert f"from {run / 'best_policy.pb'} (the run's best policy" in said.out and not said.err
+    assert main(["export", str(run), "--format", "safetensors"]) == 0
+    assert "(the run's best policy" in capsys.readouterr().out
+    assert (run / "export" / "policy.safetensors").is_file()
+    assert main(["evaluate", str(run), "--episodes", "1", "--final"]) == 0
+    assert f"from {run / 'checkpoint'} (the run's final checkpoint)" in capsys.readouterr().out
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
     assert main(["evaluate", str(junk)]) == 2

@@ -67,7 +67,7 @@ def test_pixel_policy_loads_exports_and_acts_as_the_actors(run_dir):
         np.testing.assert_allclose(load_policy(out).act(obs), want, rtol=1e-5, atol=1e-5)
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(run / "export" / "policy-best.onnx"),
+    session = onnxruntime.InferenceSession(str(run / "export" / "policy.onnx"),
                                            providers=["CPUExecutionProvider"])
     (inp,) = session.get_inputs()
     assert inp.type == "tensor(uint8)" and inp.shape[1:] == [9, 32, 32]
