@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import secrets
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -90,7 +91,28 @@ class LearnerServicer(WeightStreams):
     # Sessions are random 63-bit ids: unguessable, and one minted before a learner restart is
     # unknown afterwards (FAILED_PRECONDITION) instead of colliding with a new one.
     MAX_SESSIONS = 4_096
-    """Handshaken sessions kept; the oldest are forgotten first (its actor handshakes again)."""
+    """Sessions kept. Unused ones (handshaken, no batch yet) are forgotten oldest first beyond
+    it, never the one a handshake has just made; when sessions in use fill it, a handshake is
+    refused with RESOURCE_EXHAUSTED (the actor waits and retries)."""
+    MAX_SESSIONS_PER_STREAM = 8
+    """Sessions one PushTransitions stream may carry. An actor's connection carries one (after a
+    reconnect it handshakes and resends on a new stream): a batch naming more is refused in its
+    ack, so no stream can hold the table."""
+    UNUSED_SHARE_PER_PEER = 4
+    """One connection may hold a quarter of MAX_SESSIONS unused; beyond it that connection's
+    oldest unused sessions are forgotten, so a flood of handshakes on one connection displaces
+    only its own and never fills the table. A quarter, not one or two: gRPC shares a connection
+    between the channels of one process (bench/fanin.py runs hundreds of actors so), and each
+    of those actors may wait a while between its handshake and its first batch."""
+    RESEND_WINDOW_S = 600.0
+    """How long an actor process's dedup books outlive its last session. Its client resends what
+    was never acked for as long as it lives (reconnecting every 5 s at most, each handshake
+    waiting up to 60 s: actors/client.py); ten minutes lets a partitioned node's actors come back
+    without a batch taken twice. A new incarnation does not end the old one's books: a process
+    cut off by a partition may still resend."""
+    MAX_BOOKS = 100_000
+    """Actor processes with dedup books (a session open, or its last gone within the resend
+    window); a handshake of a new process beyond it is refused, no book is forgotten early."""
 
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, put: Put, *,
                  learner_id: str, max_batch: int, max_actors: int = 0,
@@ -115,11 +137,17 @@ class LearnerServicer(WeightStreams):
         self.sessions: collections.OrderedDict[int, Session] = collections.OrderedDict()
         self._active: collections.Counter[int] = collections.Counter()  # open streams per session
         self.streaming: collections.Counter[str] = collections.Counter()  # push streams per actor
+        # unused sessions (no batch yet) per connection (its peer address), and each one's peer
+        self._unused: dict[str, collections.OrderedDict[int, None]] = {}
+        self._unused_peer: dict[int, str] = {}
         # (actor_id, incarnation) -> highest seq taken, and a lock per key: an actor process's
         # batches are taken one at a time across its connections, so a resend on a new
         # connection waits for the old connection's attempt at the same batch to settle.
-        self.taken: collections.OrderedDict[tuple[str, int], int] = collections.OrderedDict()
+        self.taken: dict[tuple[str, int], int] = {}
         self._key_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._key_sessions: collections.Counter[tuple[str, int]] = collections.Counter()
+        # keys with books whose last session is gone -> since when (time.monotonic), oldest first
+        self._ended: collections.OrderedDict[tuple[str, int], float] = collections.OrderedDict()
         self.received: dict[str, int] = {}  # accepted transitions per actor_id
         self.transitions = self.nbytes = self.rejected = self.duplicates = 0
         self.refused_actors = 0  # handshakes and streams turned away at max_actors
@@ -151,11 +179,13 @@ class LearnerServicer(WeightStreams):
                                      max_batch=self.max_batch, learner_id=self.learner_id)
         if self._full(request.actor_id):
             await self._refuse(context)
+        why = self._no_room((request.actor_id, request.incarnation) if request.incarnation else None)
+        if why:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, why)
         sid = secrets.randbits(63) or 1
-        self.sessions[sid] = Session(sid, request.actor_id, self.spec, request.incarnation)
-        self._forget_idle()
+        self._add_session(Session(sid, request.actor_id, self.spec, request.incarnation),
+                          context.peer())
         return pb.HandshakeReply(session_id=sid, policy_version=self.publisher.version,
-                                 state_dim=self.spec.state_dim,
                                  max_batch=self.max_batch, learner_id=self.learner_id)
 
     def _full(self, actor_id: str) -> bool:
@@ -168,16 +198,71 @@ class LearnerServicer(WeightStreams):
                             f"the learner serves its maximum of {self.max_actors} actors "
                             f"(learner.server.max_actors); retry later or raise it")
 
-    def _forget_idle(self) -> None:
-        """Bound the session table: drop the oldest sessions no open stream uses (their actors
-        handshake again on their next connection)."""
-        for sid in list(self.sessions):
+    def _no_room(self, key: tuple[str, int] | None) -> str | None:
+        """Why a handshake (of actor process `key`) cannot have a session now, or None."""
+        self._expire_books()
+        if len(self._active) >= self.MAX_SESSIONS:
+            return (f"the learner's {self.MAX_SESSIONS} sessions are all in use by open streams; "
+                    f"retry later")
+        if key and key not in self._key_sessions and key not in self._ended \
+                and len(self._key_sessions) + len(self._ended) >= self.MAX_BOOKS:
+            return (f"the learner keeps duplicate books for {self.MAX_BOOKS} actor processes, "
+                    f"each for {self.RESEND_WINDOW_S:.0f} s after its last session; retry later")
+        return None
+
+    def _add_session(self, session: Session, peer: str) -> None:
+        sid = session.session_id
+        self.sessions[sid] = session
+        unused = self._unused.setdefault(peer, collections.OrderedDict())
+        unused[sid] = None
+        self._unused_peer[sid] = peer
+        if session.incarnation:
+            key = (session.actor_id, session.incarnation)
+            self._key_sessions[key] += 1
+            self._ended.pop(key, None)
+        while len(unused) > self.MAX_SESSIONS // self.UNUSED_SHARE_PER_PEER:
+            self._drop(next(iter(unused)))
+        for old in list(self.sessions):  # the table's bound: the oldest unused first
             if len(self.sessions) <= self.MAX_SESSIONS:
                 break
-            if not self._active[sid]:
-                del self.sessions[sid]
-        while len(self.taken) > self.MAX_SESSIONS:
-            key, _ = self.taken.popitem(last=False)
+            if old != sid and old in self._unused_peer:
+                self._drop(old)
+
+    def _mark_used(self, sid: int) -> None:
+        """Session `sid` carries its first batch: from now on its stream's life is its own."""
+        peer = self._unused_peer.pop(sid, None)
+        if peer is not None:
+            unused = self._unused[peer]
+            del unused[sid]
+            if not unused:
+                del self._unused[peer]
+
+    def _drop(self, sid: int) -> None:
+        """Forget session `sid`; its actor process's books start their resend window when it
+        was the last session of that process."""
+        self._mark_used(sid)
+        session = self.sessions.pop(sid, None)
+        if session is None or not session.incarnation:
+            return
+        key = (session.actor_id, session.incarnation)
+        self._key_sessions[key] -= 1
+        if self._key_sessions[key] > 0:
+            return
+        del self._key_sessions[key]
+        if key in self.taken:
+            self._ended[key] = time.monotonic()
+        else:
+            self._key_locks.pop(key, None)
+
+    def _expire_books(self) -> None:
+        """Forget the books of actor processes whose last session went a resend window ago."""
+        cutoff = time.monotonic() - self.RESEND_WINDOW_S
+        while self._ended:
+            key, since = next(iter(self._ended.items()))
+            if since > cutoff:
+                break
+            del self._ended[key]
+            self.taken.pop(key, None)
             self._key_locks.pop(key, None)
 
     async def PushTransitions(self, request_iterator, context):
@@ -194,7 +279,7 @@ class LearnerServicer(WeightStreams):
                 self._active[sid] -= 1
                 if self._active[sid] <= 0:
                     del self._active[sid]
-                    self.sessions.pop(sid, None)
+                    self._drop(sid)
             for actor in actors:
                 self.streaming[actor] -= 1
                 if self.streaming[actor] <= 0:
@@ -207,12 +292,17 @@ class LearnerServicer(WeightStreams):
                                     f"{batch.nbytes} bytes are no TransitionBatch ({batch.why})")
             session = self.sessions.get(batch.session_id)
             if session is not None and batch.session_id not in used:
+                if len(used) >= self.MAX_SESSIONS_PER_STREAM:
+                    raise BatchRejected(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                        f"this stream already carries {len(used)} sessions, the "
+                                        f"most one stream may; push each on its own connection")
                 if session.actor_id not in actors:
                     if self._full(session.actor_id):
                         await self._refuse(context)
                     actors.add(session.actor_id)
                     self.streaming[session.actor_id] += 1
                 used.add(batch.session_id)
+                self._mark_used(batch.session_id)
                 self._active[batch.session_id] += 1
             arrays = validate(batch, session, self.max_batch, self.obs_limit)
         except BatchRejected as e:
@@ -229,7 +319,6 @@ class LearnerServicer(WeightStreams):
                 ack = await self._take(batch, arrays, context)
                 if ack is not None:
                     self.taken[key] = batch.seq
-                    self.taken.move_to_end(key)
                 return ack
         except BatchRejected as e:  # a frame reference the frame index refused
             self.rejected += 1
