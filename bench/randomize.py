@@ -18,7 +18,7 @@ record per run:
     retention_above_idle             the same over what a policy doing nothing scores there
                                      (idle_nominal_return, idle_heldout_return)
     best_eval_return                 the job's best periodic evaluation (nominal model)
-    env_steps, updates, wall_s       of the job
+    env_steps, updates, wall_s       of the job; loadavg_1m_at_submit / _at_end: the machine's load
     evaluations                      the job's periodic evaluations: seconds since submit,
                                      mean_return and, where it trained randomized,
                                      heldout_mean_return
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -99,11 +100,11 @@ def returns(policy, env_cfg, randomize, episodes: int) -> tuple[float, float]:
 
 
 def record(arm: str, seed: int, run: Path, t_submit: float, randomize, episodes: int, idle: tuple,
-           info: dict) -> dict:
+           info: dict, load: float) -> dict:
     from herd.export import load_policy
 
     summary = json.loads((run / "summary.json").read_text())
-    policy = load_policy(run)
+    policy = load_policy(run, best=False)  # the final policy: the best is chosen on the nominal model
     nominal, heldout = returns(policy, policy.env, randomize, episodes)
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
               "heldout_mean_return": e.get("heldout_mean_return")} for e in summary["evaluations"]]
@@ -115,7 +116,8 @@ def record(arm: str, seed: int, run: Path, t_submit: float, randomize, episodes:
          "retention_above_idle": ((heldout - idle[1]) / (nominal - idle[0]) if nominal != idle[0] else None),
          "best_eval_return": max((e["mean_return"] for e in evals), default=None),
          "env_steps": summary["learner"]["received"], "updates": summary["learner"]["updates"],
-         "wall_s": summary["wall_s"], "randomize": cfg["env"].get("randomize"),
+         "wall_s": summary["wall_s"], "loadavg_1m_at_submit": load,
+         "loadavg_1m_at_end": os.getloadavg()[0], "randomize": cfg["env"].get("randomize"),
          "heldout_randomize": randomize.model_dump(mode="json"), "evaluations": evals}
     console.print(f"{arm} seed {seed}: nominal {nominal:.1f}, held-out {heldout:.1f}, retention "
                   f"{r['retention']:.2f} ({r['retention_above_idle']:.2f} above doing nothing: "
@@ -186,8 +188,9 @@ def main() -> int:
                                             *args.set, *sets])
                     cfg = with_overrides(base, overrides)
                     runs = Path(args.runs_dir).resolve() if args.runs_dir else work / "runs"
+                    load = os.getloadavg()[0]  # other work on a shared machine shows here
                     run, t_submit = run_job(cfg, working_dir, cluster, work, runs, args.seconds + 300)
-                    records.append(record(arm, seed, run, t_submit, randomize, args.episodes, idle, info))
+                    records.append(record(arm, seed, run, t_submit, randomize, args.episodes, idle, info, load))
                     save(records, path)  # what ran survives a later run's failure
                     plot(records, path.with_suffix(".png"), f"Herd: {base['env']['id']} from pixels, "
                                                             f"{info['machine']}")
