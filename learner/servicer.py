@@ -220,7 +220,7 @@ class LearnerServicer(WeightStreams):
             key = (session.actor_id, session.incarnation)
             self._key_sessions[key] += 1
             self._ended.pop(key, None)
-        while len(unused) > self.MAX_SESSIONS // self.UNUSED_SHARE_PER_PEER:
+        while len(unused) > max(1, self.MAX_SESSIONS // self.UNUSED_SHARE_PER_PEER):
             self._drop(next(iter(unused)))
         for old in list(self.sessions):  # the table's bound: the oldest unused first
             if len(self.sessions) <= self.MAX_SESSIONS:

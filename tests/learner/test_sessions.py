@@ -123,3 +123,39 @@ def test_dedup_is_forgotten_after_the_resend_window(learner, spec, monkeypatch):
         handshake(ch, spec, "later", incarnation=12)  # a handshake sweeps expired books
         assert ("gone", 11) not in servicer.taken
         assert ("gone", 11) not in servicer._key_locks
+
+
+def test_handshakes_wait_while_sessions_in_use_or_books_fill_the_table(learner, spec, monkeypatch):
+    """Refused with RESOURCE_EXHAUSTED (the client waits and retries), never forgetting a session
+    in use or a book within its window; room again once a stream ends or a window passes."""
+    servicer = learner.ingest.servicer
+    monkeypatch.setattr(LearnerServicer, "MAX_SESSIONS", len(servicer._active) + 2)
+    with channel_of(learner) as ch:
+        streams = []
+        for i in range(2):
+            sid = handshake(ch, spec, f"busy-{i}")
+            streams.append(Stream(ch))
+            assert streams[-1].send(batch(sid, f"busy-{i}")).code == 0
+        with pytest.raises(grpc.RpcError) as e:
+            handshake(ch, spec, "one-too-many")
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "in use" in e.value.details()
+        streams.pop().close()
+        assert handshake(ch, spec, "one-too-many")
+        streams.pop().close()
+        books = len(servicer._key_sessions) + len(servicer._ended)
+        monkeypatch.setattr(LearnerServicer, "MAX_BOOKS", books + 1)
+        sid = handshake(ch, spec, "booked", incarnation=21)
+        s = Stream(ch)
+        assert s.send(batch(sid, "booked")).code == 0
+        s.close()  # its books stay for the resend window
+        with pytest.raises(grpc.RpcError) as e:
+            handshake(ch, spec, "unbooked", incarnation=22)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "duplicate books" in e.value.details()
+        sid = handshake(ch, spec, "booked", incarnation=21)  # the booked process itself: yes
+        s = Stream(ch)
+        assert s.send(batch(sid, "booked", seq=1)).duplicate
+        s.close()
+        monkeypatch.setattr(LearnerServicer, "RESEND_WINDOW_S", 0.0)
+        assert handshake(ch, spec, "unbooked", incarnation=22)
