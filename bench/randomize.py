@@ -2,11 +2,13 @@
 randomizations of its robot.
 
     python bench/randomize.py                                  # examples/myrobot/myrobot-pixels.yaml
-    python bench/randomize.py --seeds 1,2 --seconds 150 --episodes 30
+    python bench/randomize.py --seeds 1,2 --steps 12000 --episodes 30
 
 Two arms of one config, side by side on a local Ray head of this run alone: `randomized` (the
 config's env.randomize) and `nominal` (env.randomize set to null: trained on the model as
-written). Each seed runs both arms in turn, so a drift in the machine's load falls on both.
+written). Each seed runs both arms in turn, each job for as many env steps (--steps; the replay
+ratio sets its updates), so what else loads a shared machine changes how long, not how much,
+each arm learns.
 After each job its final policy (the job's last checkpoint) is evaluated here on the model as
 written and on the held-out draws of the randomized arm's env.randomize (heldout_seed: none of
 training's draws), the same episodes for both arms, beside a policy that does nothing. One flat
@@ -159,7 +161,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default=CONFIG)
     p.add_argument("--seeds", default="1,2")
-    p.add_argument("--seconds", type=float, default=150, help="each job's run.max_seconds")
+    p.add_argument("--steps", type=int, default=12_000,
+                   help="each job's run.max_env_steps: both arms learn from as many transitions, "
+                        "whatever else loads the machine")
+    p.add_argument("--seconds", type=float, default=900, help="each job's run.max_seconds (a cap)")
     p.add_argument("--episodes", type=int, default=30, help="episodes of each final evaluation")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="for both arms")
     p.add_argument("--runs-dir", default=None, help="where the runs are kept (default: removed at the end)")
@@ -183,7 +188,8 @@ def main() -> int:
         try:
             for seed in (int(s) for s in args.seeds.split(",")):
                 for arm, sets in ARMS.items():
-                    overrides = parse_sets([f"run.max_seconds={args.seconds}", f"learner.algorithm.seed={seed}",
+                    overrides = parse_sets([f"run.max_seconds={args.seconds}", f"run.max_env_steps={args.steps}",
+                                            f"learner.algorithm.seed={seed}",
                                             f"actors.seed={seed}", f"run.name={slug(f'{arm}-s{seed}')}",
                                             *args.set, *sets])
                     cfg = with_overrides(base, overrides)

@@ -34,3 +34,12 @@ def test_defaults_nulls_and_offsets_below_zero_are_taken():
     r = cfg.env.randomize
     assert r.geom_rgb == (-0.3, 0.1) and r.mass is None and r.friction == (0.7, 1.3)
     assert parse_config(BASE).env.randomize is None  # off unless asked for
+
+
+def test_the_example_trains_the_arm_randomized_from_its_camera():
+    from herd.config import load_config
+    from tests.conftest import ROOT
+
+    cfg = load_config(ROOT / "examples" / "myrobot" / "myrobot-pixels.yaml")
+    assert cfg.env.pixels.camera == "top" and cfg.env.randomize is not None
+    assert cfg.env.randomize.mass == (0.8, 1.2)  # the defaults: `randomize: {}`
