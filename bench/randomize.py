@@ -32,53 +32,22 @@ Writes bench/results/randomize-<date>-<machine>.json and a PNG of the evaluation
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import RESULTS, console, header, save, slug, submitted_job
-from bench.startup import Cluster
+from bench.common import RESULTS, console, header, save, slug
+from bench.startup import Cluster, run_one
 from herd.config import parse_sets, with_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "examples/myrobot/myrobot-pixels.yaml"
 ARMS = {"randomized": [], "nominal": ["env.randomize=null"]}
-
-
-def run_job(cfg: dict, working_dir: Path, cluster: Cluster, work: Path, runs: Path,
-            timeout: float) -> tuple[Path, float]:
-    """Submit `cfg`, print its [herd] lines, wait for its end: (its run folder, unix time of submit)."""
-    path = work / f"{cfg['run']['name']}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    t_submit = time.time()
-    out = subprocess.run([sys.executable, "-m", "herd", "submit", str(path), "--working-dir", str(working_dir),
-                          "--runs-dir", str(runs)], cwd=ROOT, env=cluster.env, capture_output=True,
-                         text=True, check=False)
-    if out.returncode:
-        raise SystemExit(f"herd submit failed: {out.stderr.strip()}")
-    job = submitted_job(out.stdout)
-    seen, deadline = 0, time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = cluster.job(job)["status"]
-        lines = [ln for ln in cluster.logs(job).splitlines() if ln.startswith("[herd]")]
-        for ln in lines[seen:]:
-            console.print(f"{time.time() - t_submit:6.1f}s {ln}", markup=False)
-        seen = len(lines)
-        if state in ("SUCCEEDED", "FAILED", "STOPPED"):
-            if state != "SUCCEEDED":
-                console.print(cluster.logs(job)[-4000:], markup=False)
-                raise SystemExit(f"job {job} ended {state}")
-            return runs / job, t_submit
-        time.sleep(2)
-    raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
 
 
 class Idle:
@@ -101,11 +70,11 @@ def returns(policy, env_cfg, randomize, episodes: int) -> tuple[float, float]:
     return out["mean_return"], out[HELDOUT + "mean_return"]
 
 
-def record(arm: str, seed: int, run: Path, t_submit: float, randomize, episodes: int, idle: tuple,
-           info: dict, load: float) -> dict:
+def record(arm: str, seed: int, summary: dict, runs: Path, randomize, episodes: int, idle: tuple,
+           info: dict) -> dict:
     from herd.export import load_policy
 
-    summary = json.loads((run / "summary.json").read_text())
+    run, t_submit = runs / summary["job_id"], summary["submitted_unix"]
     policy = load_policy(run, best=False)  # the final policy: the best is chosen on the nominal model
     nominal, heldout = returns(policy, policy.env, randomize, episodes)
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
@@ -118,7 +87,7 @@ def record(arm: str, seed: int, run: Path, t_submit: float, randomize, episodes:
          "retention_above_idle": ((heldout - idle[1]) / (nominal - idle[0]) if nominal != idle[0] else None),
          "best_eval_return": max((e["mean_return"] for e in evals), default=None),
          "env_steps": summary["learner"]["received"], "updates": summary["learner"]["updates"],
-         "wall_s": summary["wall_s"], "loadavg_1m_at_submit": load,
+         "wall_s": summary["wall_s"], "loadavg_1m_at_submit": summary["loadavg_1m"],
          "loadavg_1m_at_end": os.getloadavg()[0], "randomize": cfg["env"].get("randomize"),
          "heldout_randomize": randomize.model_dump(mode="json"), "evaluations": evals}
     console.print(f"{arm} seed {seed}: nominal {nominal:.1f}, held-out {heldout:.1f}, retention "
@@ -194,19 +163,20 @@ def main() -> int:
                                             *args.set, *sets])
                     cfg = with_overrides(base, overrides)
                     runs = Path(args.runs_dir).resolve() if args.runs_dir else work / "runs"
-                    load = os.getloadavg()[0]  # other work on a shared machine shows here
-                    run, t_submit = run_job(cfg, working_dir, cluster, work, runs, args.seconds + 300)
-                    records.append(record(arm, seed, run, t_submit, randomize, args.episodes, idle, info, load))
+                    path_cfg = work / f"{cfg['run']['name']}.yaml"
+                    path_cfg.write_text(yaml.safe_dump(cfg))
+                    summary = run_one(path_cfg, work, cluster, args.seconds + 300, False,
+                                      ("--working-dir", str(working_dir)), runs)
+                    records.append(record(arm, seed, summary, runs, randomize, args.episodes, idle, info))
                     save(records, path)  # what ran survives a later run's failure
                     plot(records, path.with_suffix(".png"), f"Herd: {base['env']['id']} from pixels, "
                                                             f"{info['machine']}")
         finally:
             cluster.close()
     for arm in ARMS:
-        runs = [r for r in records if r["arm"] == arm]
         console.print(f"{arm}: retention " + ", ".join(
             f"seed {r['seed']} {r['retention']:.2f} ({r['nominal_return']:.1f} -> {r['heldout_return']:.1f})"
-            for r in runs))
+            for r in records if r["arm"] == arm))
     console.print(f"wrote {path} and {path.with_suffix('.png').name}")
     return 0
 

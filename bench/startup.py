@@ -110,13 +110,16 @@ class Cluster:
         local.stop_processes_marked(self.marker)
 
 
-def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_eval: bool) -> dict:
-    """Submit, follow the [herd] lines, wait for the end; the job's summary.json."""
-    runs = work / "runs"
+def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_eval: bool,
+            submit_args: tuple[str, ...] = (), runs: Path | None = None) -> dict:
+    """Submit (with `submit_args`, into `runs`: work/runs unless given), follow the [herd]
+    lines, wait for the end; the job's summary.json, with the machine's load and the unix time
+    of the submit."""
+    runs = runs or work / "runs"
     load = os.getloadavg()[0]  # a shared box's other work shows up in every phase
     t0 = time.time()
-    out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir", str(runs)],
-                         cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, "-m", "herd", "submit", str(cfg_path), "--runs-dir", str(runs),
+                          *submit_args], cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"herd submit failed: {out.stderr.strip()}")
     job = submitted_job(out.stdout)
@@ -135,7 +138,8 @@ def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_
             if state != "SUCCEEDED":
                 console.print(cluster.logs(job)[-4000:], markup=False)
                 raise SystemExit(f"job {job} ended {state}")
-            return {**json.loads((runs / job / "summary.json").read_text()), "loadavg_1m": load}
+            return {**json.loads((runs / job / "summary.json").read_text()), "loadavg_1m": load,
+                    "submitted_unix": t0}
         time.sleep(1)
     raise SystemExit(f"job {job} did not finish within {timeout:.0f}s")
 

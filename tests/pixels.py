@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import yaml
+
+from herd.proto import codec
 
 
 def conv_weights(rng, in_ch, size, channels=(8, 8), strides=(2, 1), feature=16, hidden=32, act=2):
@@ -20,3 +25,14 @@ def conv_weights(rng, in_ch, size, channels=(8, 8), strides=(2, 1), feature=16, 
         t[f"fc{i}.weight"] = rng.normal(0, 0.3, (b, a)).astype(np.float32)
         t[f"fc{i}.bias"] = rng.normal(0, 0.1, b).astype(np.float32)
     return t
+
+
+def pixel_run(folder: Path, env: dict, seed: int = 0, act: int = 1):
+    """runs/JOB of a pixel job as far as load_policy and export read it (config.yaml and
+    best_policy.pb of a small conv policy for env's 3 stacked 32x32 frames): (folder, weights)."""
+    weights = codec.pack_weights(conv_weights(np.random.default_rng(seed), 9, 32, act=act), 5, -10.0, 2.0,
+                                 arch="conv", conv_strides=(2, 1))
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump({"env": env}))
+    (folder / "best_policy.pb").write_bytes(weights.SerializeToString())
+    return folder, weights

@@ -8,14 +8,12 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 from herd.actors.config import EnvConfig
 from herd.actors.envs import describe, make_env
 from herd.actors.frames import FrameStack
 from herd.actors.policy import MLPPolicy
-from herd.proto import codec
-from tests.pixels import conv_weights
+from tests.pixels import pixel_run
 
 ENV = {"id": "InvertedPendulum-v5", "pixels": {"size": 32, "frame_stack": 3}}
 FORMATS = ("onnx", "torchscript", "safetensors")
@@ -24,13 +22,7 @@ FORMATS = ("onnx", "torchscript", "safetensors")
 @pytest.fixture
 def run_dir(tmp_path):
     """runs/JOB of a pixel job as far as these read it: config.yaml and best_policy.pb."""
-    weights = codec.pack_weights(conv_weights(np.random.default_rng(0), 9, 32, act=1), 5, -10.0, 2.0,
-                                 arch="conv", conv_strides=(2, 1))
-    out = tmp_path / "runs" / "herd-pixels"
-    out.mkdir(parents=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"env": ENV}))
-    (out / "best_policy.pb").write_bytes(weights.SerializeToString())
-    return out, weights
+    return pixel_run(tmp_path / "runs" / "herd-pixels", ENV)
 
 
 def camera_stacks(n: int) -> np.ndarray:

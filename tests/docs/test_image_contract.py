@@ -11,14 +11,12 @@ import sys
 
 import numpy as np
 import pytest
-import yaml
 
 from herd.actors.config import EnvConfig, PixelConfig
 from herd.actors.envs import make_env
 from herd.actors.frames import FrameStack
-from herd.proto import codec
 from tests.conftest import ROOT
-from tests.pixels import conv_weights
+from tests.pixels import pixel_run
 
 PAGE = ROOT / "docs" / "camera-to-robot.md"
 ENV = {"id": "MyRobot-v0", "module": "myrobot", "pixels": {"size": 32, "frame_stack": 3}}
@@ -35,12 +33,7 @@ def exported(tmp_path):
     pytest.importorskip("onnxruntime")
     from herd.export import export_policy
 
-    weights = codec.pack_weights(conv_weights(np.random.default_rng(3), 9, 32, act=2), 5, -10.0, 2.0,
-                                 arch="conv", conv_strides=(2, 1))
-    run = tmp_path / "runs" / "herd-pixels"
-    run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"env": ENV}))
-    (run / "best_policy.pb").write_bytes(weights.SerializeToString())
+    run, _ = pixel_run(tmp_path / "runs" / "herd-pixels", ENV, seed=3, act=2)
     return export_policy(run, "onnx", best=True)
 
 
