@@ -67,18 +67,24 @@ def final_books(link: ControllerLink, learner, restarted: bool) -> dict:
         st = link.call("status", timeout=120)
     except Exception:  # noqa: BLE001 -- dead or hung: the last status it gave stands in
         st = link.last or {"retired": [], "dead_incarnations": [], "actors": []}
-    clean = list(st.get("retired", []))
-    killed = list(st.get("dead_incarnations", []))
-    n_killed = len(killed)
-    if link.lost:  # its actors died with it: their last polled counts (none for a booting one)
-        n_killed += len(st.get("actors", []))
-        killed += [a for a in st.get("actors", []) if "steps" in a]
     per_actor = None
     if not restarted:
         try:
             per_actor = ray.get(learner.received_by_actor.remote(), timeout=30)
         except Exception:  # noqa: BLE001 -- unknown: the lower bound stands
             per_actor = None
+    return settle(st, per_actor, controller_lost=bool(link.lost))
+
+
+def settle(st: dict, per_actor: dict[str, int] | None, controller_lost: bool) -> dict:
+    """final_books from the controller's last status `st` and the learner's accepted
+    transitions per actor id (None: unknown)."""
+    clean = list(st.get("retired", []))
+    killed = list(st.get("dead_incarnations", []))
+    n_killed = len(killed)
+    if controller_lost:  # its actors died with it: their last polled counts (none for a booting one)
+        n_killed += len(st.get("actors", []))
+        killed += [a for a in st.get("actors", []) if "steps" in a]
     if per_actor is None:
         return {"actors": clean + killed, "killed": n_killed, "lost_at_least": None}
     acked_clean: dict[str, int] = defaultdict(int)

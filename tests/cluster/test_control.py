@@ -37,7 +37,8 @@ class FakeController:
         if n == 13:
             raise ValueError("unlucky")
         self.n = n
-        return {"actors": n, "removed": [], "waiting": [], "cpus_free": 2.0, "cpus_per_actor": 0.5}
+        return {"actors": n, "removed": 0, "cancelled": 0, "waiting": [], "cpus_free": 2.0,
+                "cpus_per_actor": 0.5}
 
     def request_stop(self) -> bool:
         self.stopped = True
