@@ -101,12 +101,6 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
         path = getattr(cfg.learner.server, name)
         if path and not Path(path).is_file():
             raise ConfigError(f"learner.server.{name}: no such file {path}")
-    from herd.controller import actor_resources
-
-    cap = actor_capacity(ray.nodes(), cfg.actors.num_cpus, actor_resources())
-    if cfg.actors.num_actors > cap.actors:
-        raise ConfigError(f"actors.num_actors={cfg.actors.num_actors} could never be placed: this "
-                          f"cluster holds at most {cap.actors} ({cap.why(cfg.actors.num_cpus)})")
     warnings = []
     total = sum(r.get("CPU", 0) for r in nodes)
     need = cfg.learner.placement.num_cpus + cfg.actors.num_actors * cfg.actors.num_cpus
@@ -114,6 +108,19 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
         warnings.append(f"the job asks for {need:g} CPUs and the cluster has {total:g}: "
                         "some env actors will wait for a free CPU")
     return warnings
+
+
+def within_capacity(cfg: JobConfig) -> tuple[JobConfig, str | None]:
+    """The config with actors.num_actors capped at what the cluster could ever hold
+    (cluster/capacity.py), and the warning that says so (None when it fits)."""
+    from herd.controller import actor_resources
+
+    cap = actor_capacity(ray.nodes(), cfg.actors.num_cpus, actor_resources())
+    if cfg.actors.num_actors <= cap.actors:
+        return cfg, None
+    capped = cfg.model_copy(update={"actors": cfg.actors.model_copy(update={"num_actors": cap.actors})})
+    return capped, (f"actors.num_actors={cfg.actors.num_actors} capped at {cap.actors}: this cluster "
+                    f"holds at most {cap.actors} ({cap.why(cfg.actors.num_cpus)})")
 
 
 def secure(cfg: JobConfig) -> JobConfig:
@@ -355,7 +362,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         env = check_env(cfg)
     d = env
     timeline.mark("env_spec")
-    for warning in check_cluster(cfg, d):
+    cfg, capped = within_capacity(cfg)
+    for warning in [capped] * bool(capped) + check_cluster(cfg, d):
         print(f"[herd] warning: {warning}", flush=True)
     gpus = learner_gpus(cfg)
     cfg = fixed_port(secure(cfg))
