@@ -15,6 +15,7 @@ Field names are unique across the sections (`LearnerConfig.flat` relies on it).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -161,6 +162,32 @@ class ReplayConfig(_Section):
     """How many updates learner and actors may drift from the ratio before one side waits."""
     min_size: int = Field(5_000, ge=1)
     """No update before the ring holds this many transitions."""
+
+    @model_validator(mode="after")
+    def _limiter_can_move(self):
+        """Settings with which the learner would freeze or starve, refused (one line each). With
+        a ratio and any tolerance of 1 or more, the limiter always allows an insert or an update
+        (tests/learner/test_replay_limits.py)."""
+        if self.min_size > self.capacity:
+            raise ValueError(f"min_size ({self.min_size}) exceeds capacity ({self.capacity}): the "
+                             f"ring never holds that many rows and learning would never start")
+        if self.batch_size > self.capacity:
+            raise ValueError(f"batch_size ({self.batch_size}) exceeds capacity ({self.capacity}): "
+                             f"an update would sample more rows than the ring can hold")
+        if self.ratio is None:
+            return self
+        if not math.isfinite(self.ratio):
+            raise ValueError("ratio must be a finite number of updates per inserted transition "
+                             "(inserts would wait for updates forever); null: no pacing")
+        if self.ratio_tolerance < 1:
+            raise ValueError("ratio_tolerance is 0 with a replay ratio: once min_size rows are in, "
+                             "neither an insert nor an update may go and the learner freezes; "
+                             "use 1 or more")
+        if self.ratio * self.capacity < 1:
+            raise ValueError(f"ratio {self.ratio:g} allows less than one update per "
+                             f"{self.capacity} inserted rows (a whole ring): the learner would "
+                             f"all but stop; raise it, or null for no pacing")
+        return self
 
 
 class ComputeConfig(_Section):
