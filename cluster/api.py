@@ -40,10 +40,23 @@ class Job:
         return str(self._client.get_job_status(self.id)).split(".")[-1]
 
     def status(self) -> dict:
-        """The live status `herd status --json` prints (rates, returns, buffer, lag); HerdError
-        while the job starts or after it ended. Over the controller's endpoint when this machine
-        holds its record (no Ray driver: cluster/control.py), else through Ray, as the CLI."""
-        return self._call(lambda ep: ep.status(), lambda ctl: ctl.status.remote(), timeout=30)
+        """The live status `herd status --json` prints (rates, returns, buffer, lag); of an ended
+        job, its final one (state, summary: "ended" is True); HerdError while the job starts.
+        Over the controller's endpoint when this machine holds its record (no Ray driver:
+        cluster/control.py), else through Ray, as the CLI."""
+        from herd import cli
+
+        try:
+            return self._call(lambda ep: ep.status(), lambda ctl: ctl.status.remote(), timeout=30,
+                              not_running=True)
+        except NotRunning as e:
+            try:
+                final = cli.ended_status(argparse.Namespace(address=self._address, job=self.id), self.id)
+            except UserError as gone:
+                raise HerdError(str(gone)) from None
+            if final is None:
+                raise HerdError(str(e)) from None
+            return final
 
     def _call(self, on_endpoint, on_ray, timeout: float | None = None, not_running: bool = False):
         """A controller call as the CLI makes it: `on_endpoint(endpoint)`, else (no endpoint on

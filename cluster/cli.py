@@ -490,9 +490,19 @@ def status_fetch(args):
 
 
 def cmd_status(args) -> int:
-    from herd.live import print_status, watch_status
+    from herd.live import print_ended, print_status, watch_status
 
-    fetch = status_fetch(args)
+    try:
+        fetch = status_fetch(args)
+    except NotRunning:
+        final = ended_status(args, args.job)
+        if final is None:  # starting: no status yet, and no final one
+            raise
+        if args.json:
+            print(json.dumps(final, default=str))
+        else:
+            print_ended(final)
+        return 0
     if args.watch and not args.json:
         return watch_status(fetch, args.watch)
     while True:
@@ -507,6 +517,36 @@ def cmd_status(args) -> int:
         if not args.watch:
             return 0
         time.sleep(args.watch)
+
+
+def ended_status(args, job_id: str) -> dict | None:
+    """An ended job's final status: Ray's state, a failed job's reason, and its summary.json where
+    this machine can read it (None while the job has not ended)."""
+    info = job_rest(args, job_id)
+    if info is None or info["status"] not in TERMINAL:
+        return None
+    run_dir = run_dir_of(info)
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text()) if run_dir else None
+    except (OSError, ValueError):
+        summary = None
+    out = {"job_id": job_id, "state": info["status"], "ended": True,
+           "run_dir": str(run_dir) if run_dir else None, "summary": summary}
+    if info["status"] == "FAILED":
+        out["error"] = failure_line(job_logs(args, job_id)) or info.get("message")
+    return out
+
+
+def run_dir_of(info: dict | None) -> Path | None:
+    """runs/<job> of a job, from its driver's command line (--runs-dir, --job-id); None where
+    that is not a Herd driver's."""
+    import shlex
+
+    argv = shlex.split((info or {}).get("entrypoint") or "")
+    try:
+        return Path(argv[argv.index("--runs-dir") + 1]) / argv[argv.index("--job-id") + 1]
+    except (ValueError, IndexError):
+        return None
 
 
 def on_endpoint(args, call):
@@ -565,17 +605,14 @@ def scaled_down(out: dict) -> str:
 def zero_actors_allowed(info: dict | None) -> bool:
     """Whether the job's config (runs/<job>/config.yaml, found through its driver's --runs-dir)
     sets run.start_without_actors; False where that cannot be read."""
-    import shlex
-
     import yaml
 
-    argv = shlex.split((info or {}).get("entrypoint") or "")
-    if "--runs-dir" not in argv or "--job-id" not in argv:
+    run_dir = run_dir_of(info)
+    if run_dir is None:
         return False
-    run_dir = Path(argv[argv.index("--runs-dir") + 1]) / argv[argv.index("--job-id") + 1]
     try:
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError, IndexError):
+    except (OSError, yaml.YAMLError):
         return False
     return bool((cfg.get("run") or {}).get("start_without_actors"))
 

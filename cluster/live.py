@@ -233,6 +233,25 @@ def print_status(st: dict) -> None:
     console.print(status_view(st))
 
 
+def print_ended(final: dict) -> None:
+    """An ended job's final status (herd.cli.ended_status): its state, and from its summary why it
+    ended, its books and evaluations, and where its results are."""
+    s = final.get("summary") or {}
+    line = f"{final['job_id']} ended {final['state']}"
+    if s:
+        ls, best = s.get("learner") or {}, s.get("best_eval") or {}
+        line += (f" ({s.get('stop_reason')}) after {s.get('wall_s', 0):.0f} s: env steps "
+                 f"{s.get('actor_steps')}, received {ls.get('received')}, updates {ls.get('updates')}; "
+                 f"final eval return {_fmt((s.get('final_eval') or {}).get('mean_return'))}, best "
+                 f"{_fmt(best.get('mean_return'))}")
+    console.print(line, markup=False, highlight=False)
+    if final.get("error"):
+        console.print(final["error"], markup=False, highlight=False)
+    if final.get("run_dir"):
+        console.print(f"results: {final['run_dir']}" + ("" if s else " (no summary.json there)"),
+                      markup=False, highlight=False)
+
+
 def watch_status(fetch, every_s: float, out: Console | None = None) -> int:
     """The status every `every_s` seconds until the job ends: redrawn in place on a terminal
     (rich Live); on a pipe, which cannot redraw, a block per refresh headed by its time."""

@@ -66,6 +66,13 @@ def wait_for(pred, timeout: float, what: str, poll: float = 1.0):
 
 
 def controller_up(job):
+    """The job's live status; None while its controller is not up (an ended job's final status too)."""
+    s = ended_or_live(job)
+    return None if s is None or s.get("ended") else s
+
+
+def ended_or_live(job) -> dict | None:
+    """`herd status --json`: the live status, or an ended job's final one; None while neither."""
     r = herd("status", job, "--json", check=False)
     return json.loads(r.stdout) if r.returncode == 0 else None
 

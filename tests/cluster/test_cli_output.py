@@ -25,10 +25,13 @@ def test_an_actors_steps_per_s_is_over_the_headers_window():
     actor's own rate is since whoever asked it last (0 after a call a moment earlier)."""
     from herd.driver import actor_rates
 
-    prev = (100.0, 0, 0, {"actor-0": 1000, "actor-1": 5000, "actor-2": 900})
-    # actor-1 came back as a fresh incarnation (counting from 0), actor-3 is new: no rate yet
-    rates = actor_rates({"actor-0": 5330, "actor-1": 200, "actor-2": 900, "actor-3": 50}, 110.0, prev)
-    assert rates == {"actor-0": 433.0, "actor-2": 0.0}
+    window = [(100.0, 0, 0, {"actor-0": 1000, "actor-1": 5000, "actor-2": 900}),
+              (105.0, 0, 0, {"actor-0": 3000, "actor-1": 100, "actor-2": 900, "actor-3": 0})]
+    # actor-1 came back at 105 s as a fresh incarnation (counting from 0), actor-3 is new then,
+    # actor-4 newer still: each since its first sample, actor-4 none yet
+    steps = {"actor-0": 5330, "actor-1": 600, "actor-2": 900, "actor-3": 50, "actor-4": 10}
+    rates = actor_rates(steps, 110.0, window)
+    assert rates == {"actor-0": 433.0, "actor-1": 100.0, "actor-2": 0.0, "actor-3": 10.0}
 
     st = status()
     st["actors"][0]["recent_steps_per_s"] = 0.0

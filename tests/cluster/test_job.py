@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -17,6 +19,7 @@ from tests.jobs import (
     ROOT,
     SMALL,
     controller_up,
+    ended_or_live,
     get_json,
     herd,
     small_learner,
@@ -97,6 +100,23 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     classes = [a["class_name"] for a in alive]
     assert "Learner" in classes and classes.count("EnvActor") == 2 and "Controller" in classes
 
+    # each actor's steps/s over the header's window (the driver's row), never 0 while it steps
+    first_actor = s2["actors"][0]["actor_id"]
+    for _ in range(3):
+        rates = status(job)["progress"]["actor_steps_per_s"]
+        assert rates.get(first_actor, 0) > 0, rates
+        time.sleep(1)
+    # --watch into a file: a block per refresh, not one redraw at the end
+    watched = tmp_path / "watch.txt"
+    with watched.open("w") as out:
+        w = subprocess.Popen([sys.executable, "-m", "herd", "status", job, "--watch", "0.5"], cwd=ROOT,
+                             stdout=out, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: watched.read_text().count("env actors") >= 2 or None, 60, "two watch blocks")
+        w.send_signal(signal.SIGINT)
+        w.wait(timeout=30)
+    text = watched.read_text()
+    assert "\x1b[" not in text and text.count(f"── {job} ──") >= 2, text
+
     assert "1 actors" in herd("scale", job, "--actors", "1").stdout
     one = status(job)
     assert len(one["actors"]) == one["target_actors"] == 1 and one["learner"]["learner_id"] == learner_id
@@ -109,12 +129,19 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     # the endpoint's record goes with the controller; the CLI then tells from Ray's job record
     wait_for(lambda: not record_path(job).exists(), 30, "the endpoint's record to go")
 
-    def ended():
-        r = herd("status", job, check=False)
-        return r if "has ended" in r.stderr else None
-
-    assert wait_for(ended, 60, "the job to end").returncode == 3
     summary = json.loads((run_dir / "summary.json").read_text())
+    # an ended job's status is its final one, from the CLI and the Python API alike
+    final = wait_for(lambda: (ended_or_live(job) or {}).get("ended") and ended_or_live(job), 60,
+                     "the job to end")
+    assert final["state"] in ("SUCCEEDED", "STOPPED") and final["summary"] == summary
+    r = herd("status", job)
+    assert r.stdout.startswith(f"{job} ended {final['state']} (stopped by user) after "), r.stdout
+    assert f"results: {run_dir}" in r.stdout
+    code = ("import json, sys, herd; print(json.dumps(herd.Job(sys.argv[1], sys.argv[2], "
+            "client=None).status()))")
+    r = subprocess.run([sys.executable, "-c", code, job, str(run_dir)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, check=True)
+    assert json.loads(r.stdout) == final
     assert summary["stop_reason"] == "stopped by user"
     lr = summary["learner"]
     assert int(lr["received"]) == summary["actor_acked"] == summary["actor_steps"]
