@@ -68,3 +68,16 @@ def test_a_dead_controllers_actors_count_as_killed_even_unpolled():
     books = settle(st, {"actor-0": 296, "actor-2": 16}, controller_lost=True)
     assert books["killed"] == 2 and books["lost_at_least"] == 4
     assert {a["actor_id"]: a["acked"] for a in books["actors"]} == {"actor-0": 296, "actor-2": 16}
+
+
+def test_a_submitted_count_beyond_the_ceiling_is_capped_with_a_warning():
+    from herd.config import parse_config
+    from herd.driver import within_capacity
+
+    cfg = parse_config({"env": {"id": "InvertedPendulum-v5"},
+                        "actors": {"num_actors": 100_000, "num_cpus": 0.5}}, "test")
+    capped, warning = within_capacity(cfg, [node(2, 16)])
+    assert capped.actors.num_actors == 4 and cfg.actors.num_actors == 100_000
+    assert warning.startswith("actors.num_actors=100000 capped at 4: this cluster holds at most 4 (")
+    same, none = within_capacity(capped, [node(2, 16)])
+    assert same is capped and none is None
