@@ -456,7 +456,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             row = progress_row(st, periodic.last_return(), now - start, recent[0])
             row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
             steps = actor_steps(st["actors"])
-            rates = actor_rates(steps, now, recent[0])
+            rates = actor_rates(steps, now, recent)
             recent.append((now, ls["received"], ls["updates"], steps))
             while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
                 recent.pop(0)
@@ -652,12 +652,20 @@ def actor_steps(actors: list[dict]) -> dict[str, int]:
     return {a["actor_id"]: a["steps"] for a in actors if "steps" in a}
 
 
-def actor_rates(steps: dict[str, int], now: float, prev: tuple) -> dict[str, float]:
-    """Each actor's env steps/s over the window of the row's own rates (`prev`: the window's
-    start, its actor steps last), so that the actors' rates add up to the job's. An actor
-    not seen then (new, or a fresh incarnation counting from 0) has none yet."""
-    dt = max(now - prev[0], 1e-9)
-    return {a: (n - prev[3][a]) / dt for a, n in steps.items() if prev[3].get(a, n + 1) <= n}
+def actor_rates(steps: dict[str, int], now: float, window: list[tuple]) -> dict[str, float]:
+    """Each actor's env steps/s over the window of the row's own rates (`window`: its samples,
+    oldest first, each with the actors' steps last), so that the actors' rates add up to the
+    job's; an actor that came (or came back, counting from 0) within it, since its first sample."""
+    out = {}
+    for a, n in steps.items():
+        since = None
+        for t, *_, seen in reversed(window):
+            if a not in seen or seen[a] > (since[1] if since else n):
+                break
+            since = (t, seen[a])
+        if since is not None and now > since[0]:
+            out[a] = (n - since[1]) / (now - since[0])
+    return out
 
 
 def format_row(r: dict) -> str:
