@@ -129,8 +129,17 @@ class JobConfig(BaseModel):
 
     @model_validator(mode="after")
     def _sizes(self):
-        # the replay section refuses its own impossible sizes (learner/config.py ReplayConfig)
         lc, rc = self.learner, self.learner.replay
+        if rc.min_size > rc.capacity:
+            raise ValueError(
+                f"learner.replay.min_size ({rc.min_size}) exceeds "
+                f"learner.replay.capacity ({rc.capacity}): learning would never start"
+            )
+        if rc.batch_size > rc.capacity:
+            raise ValueError("learner.replay.batch_size exceeds learner.replay.capacity")
+        if rc.ratio is not None and rc.ratio_tolerance < 1:
+            raise ValueError("learner.replay.ratio_tolerance is 0 with a replay ratio: the learner "
+                             "would wait for rows and the actors for updates, forever; use 1 or more")
         if self.actors.num_actors == 0 and not self.run.start_without_actors:
             raise ValueError("actors.num_actors is 0: the job would idle; use 1 or more, or set "
                              "run.start_without_actors: true and add actors with `herd scale`")

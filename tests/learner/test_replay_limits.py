@@ -1,6 +1,7 @@
 """Replay and limiter settings that would freeze or starve a learner are refused when its config
-is built, each with one line; every setting the config accepts leaves the limiter a move at every
-step (learner/replay_table.py RateLimiter), whatever the sizes of inserts and update calls."""
+is built (sizes against capacity: when the job's is), each with one line; every setting accepted
+leaves the limiter a move at every step (learner/replay_table.py RateLimiter), whatever the sizes
+of inserts and update calls."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ class Ring:
 
 @pytest.mark.parametrize(("fields", "match"), [
     ({"ratio": 1.0, "ratio_tolerance": 0, "min_size": 1_000}, "ratio_tolerance is 0 with a replay ratio"),
-    ({"capacity": 1_000, "min_size": 5_000}, r"min_size \(5000\) exceeds capacity \(1000\)"),
-    ({"capacity": 1_000, "min_size": 500, "batch_size": 2_000}, r"batch_size \(2000\) exceeds capacity \(1000\)"),
     ({"ratio": float("inf")}, "ratio must be a finite number"),
     ({"capacity": 1_000, "min_size": 500, "ratio": 1e-4}, "less than one update per 1000 inserted rows"),
 ])
@@ -34,6 +33,19 @@ def test_settings_that_freeze_or_starve_the_learner_are_refused(fields, match):
         LearnerConfig.flat(**fields)
     (err,) = e.value.errors()
     assert "\n" not in err["msg"]
+
+
+@pytest.mark.parametrize(("replay", "match"), [
+    ({"ratio_tolerance": 0}, "learner.replay: ratio_tolerance is 0 with a replay ratio"),
+    ({"capacity": 1_000, "min_size": 5_000}, r"min_size \(5000\) exceeds learner.replay.capacity"),
+    ({"capacity": 1_000, "min_size": 500, "batch_size": 2_000}, "batch_size exceeds"),
+])
+def test_a_job_config_refuses_them_in_one_line(replay, match):
+    from herd.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=match) as e:
+        parse_config({"env": {"id": "Hopper-v5"}, "learner": {"replay": replay}})
+    assert "\n" not in str(e.value)
 
 
 def test_tolerance_zero_froze_the_limiter_after_min_size():
@@ -58,6 +70,8 @@ def test_every_accepted_setting_leaves_the_limiter_a_move(ratio, tolerance, capa
         cfg = ReplayConfig(ratio=ratio, ratio_tolerance=tolerance, capacity=capacity,
                            min_size=min_size, batch_size=2)
     except ValidationError:
+        return
+    if min_size > capacity:  # the job config's refusal (a learner built for one update keeps it)
         return
     lim, ring, updates = RateLimiter(cfg.ratio, cfg.ratio_tolerance, cfg.min_size), Ring(capacity), 0
     for _ in range(2 * capacity // batch + 400):
