@@ -412,7 +412,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         controller, scaling = start_actors(cfg, job_id, learner, address)
     watch = LearnerWatch(learner, cfg.learner.placement.down_timeout_s, start)
     timeline.watch(learner, controller)  # to the first update, 4 times a second
-    ray.get(scaling)
+    try:
+        ray.get(scaling)
+    except RayActorError as e:  # the loop's first call to it finds it dead and winds down
+        print(f"[herd] the controller died starting the actors ({one_line(e)})", flush=True)
     print(f"[herd] job {job_id}: learner at {address}, {cfg.actors.num_actors} actors, "
           f"results in {run_dir}", flush=True)
 
