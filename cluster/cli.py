@@ -496,7 +496,7 @@ def cmd_status(args) -> int:
         fetch = status_fetch(args)
     except NotRunning:
         final = ended_status(args, args.job)
-        if final is None:  # starting: no status yet, and no final one
+        if final is None or final["state"] == "FAILED":  # starting; or failed: why, in one line (exit 3)
             raise
         if args.json:
             print(json.dumps(final, default=str))

@@ -1,8 +1,10 @@
 """Every user error of the CLI is one line on stderr and exit code 2, never a traceback: an
-unknown job, bad numbers, no cluster at all; a job that failed at start says why (exit 3)."""
+unknown job, bad numbers, no cluster at all; a job that failed at start says why (exit 3; its
+final status from the Python API)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -79,6 +81,12 @@ def test_a_job_that_failed_at_start_says_why(ray_cluster, tmp_path):
         return r if "failed" in r.stderr else None
 
     one_line(wait_for(ended, 120, "the job to fail", poll=2), 3, "learner.placement.num_cpus=64")
+    # the Python API returns the failed job's final status, its reason in it
+    code = "import json, sys, herd; print(json.dumps(herd.Job(sys.argv[1], 'runs', client=None).status()))"
+    r = subprocess.run([sys.executable, "-c", code, job], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, check=True)
+    final = json.loads(r.stdout)
+    assert final["ended"] and final["state"] == "FAILED" and "learner.placement.num_cpus=64" in final["error"]
 
 
 def test_a_learner_that_cannot_start_says_why_in_one_line(ray_cluster, tmp_path):
