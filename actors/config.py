@@ -47,6 +47,9 @@ class RandomizeConfig(BaseModel):
     """Seed of the training draws: an episode's draw follows from it and the episode's reset seed."""
     heldout_seed: int = Field(1, ge=0)
     """Seed of the held-out draws evaluation reports beside the nominal model (differs from seed)."""
+    train: bool = True
+    """Draw while training; false: the actors step the model as written and evaluations still
+    report the held-out draws (how a policy trained without randomization copes with them)."""
     light_dir: Range | None = (-0.3, 0.3)
     """Offset added to each component of every light's direction (then normalized)."""
     light_diffuse: Range | None = (0.6, 1.4)

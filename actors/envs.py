@@ -70,7 +70,7 @@ def make_env(cfg: EnvConfig) -> gym.Env:
     if not np.all(np.isfinite(env.action_space.low)) or not np.all(np.isfinite(env.action_space.high)):
         raise EnvError(f"{cfg.id}: the action space must be bounded for a tanh policy")
     randomized = None
-    if cfg.randomize is not None:  # under the camera: a pixel env's reset draws, then renders
+    if cfg.randomize is not None and cfg.randomize.train:  # under the camera: reset draws, then renders
         from herd.actors.randomize import Randomized
 
         try:

@@ -27,7 +27,8 @@ from herd.actors.config import EnvConfig, RandomizeConfig
 
 _AFFINE = int(mujoco.mjtBias.mjBIAS_AFFINE)
 # each field's own stream: SeedSequence([seed, reset seed, index])
-_STREAM = {name: i for i, name in enumerate(RandomizeConfig.model_fields) if name not in ("seed", "heldout_seed")}
+_STREAM = {name: i for i, name in enumerate(RandomizeConfig.model_fields)
+           if name not in ("seed", "heldout_seed", "train")}
 _UNSEEDED = 1 << 40  # reset seeds of resets given none start here: apart from any explicit one
 
 
@@ -41,7 +42,7 @@ def heldout_config(cfg: EnvConfig) -> EnvConfig | None:
     r = cfg.randomize
     if r is None:
         return None
-    return cfg.model_copy(update={"randomize": r.model_copy(update={"seed": r.heldout_seed})})
+    return cfg.model_copy(update={"randomize": r.model_copy(update={"seed": r.heldout_seed, "train": True})})
 
 
 def _quat_xyz(degrees: np.ndarray) -> np.ndarray:

@@ -5,25 +5,26 @@ randomizations of its robot.
     python bench/randomize.py --seeds 1,2 --steps 12000 --episodes 30
 
 Two arms of one config, side by side on a local Ray head of this run alone: `randomized` (the
-config's env.randomize) and `nominal` (env.randomize set to null: trained on the model as
-written). Each seed runs both arms in turn, each job for as many env steps (--steps; the replay
-ratio sets its updates), so what else loads a shared machine changes how long, not how much,
-each arm learns.
-After each job its final policy (the job's last checkpoint) is evaluated here on the model as
-written and on the held-out draws of the randomized arm's env.randomize (heldout_seed: none of
-training's draws), the same episodes for both arms, beside a policy that does nothing. One flat
-record per run:
+config's env.randomize) and `nominal` (env.randomize.train false: trained on the model as
+written, evaluated on the same held-out draws). Each seed runs both arms in turn, each job for
+as many env steps (--steps; the replay ratio sets its updates), so what else loads a shared
+machine changes how long, not how much, each arm learns. After each job its policies are
+evaluated here, --episodes episodes each, on the model as written and on the held-out draws of
+env.randomize (heldout_seed: none of training's draws), beside a policy that does nothing. One
+flat record per run:
 
-    arm, seed, env, pixels           the arm, the seed, the task, the frame size
-    nominal_return, heldout_return   mean return of --episodes episodes of the final policy
-    retention                        heldout_return / nominal_return
-    retention_above_idle             the same over what a policy doing nothing scores there
-                                     (idle_nominal_return, idle_heldout_return)
-    best_eval_return                 the job's best periodic evaluation (nominal model)
-    env_steps, updates, wall_s       of the job; loadavg_1m_at_submit / _at_end: the machine's load
-    evaluations                      the job's periodic evaluations: seconds since submit,
-                                     mean_return and, where it trained randomized,
-                                     heldout_mean_return
+    arm, seed, env, pixels              the arm, the seed, the task, the frame size
+    best_nominal_return, best_heldout_return
+                                        best_policy.pb's (what herd export takes from a run)
+                                        mean return on the model as written and on held-out draws
+    best_retention                      best_heldout_return / best_nominal_return
+    best_retention_above_idle           the same over what a policy doing nothing scores there
+                                        (idle_nominal_return, idle_heldout_return)
+    final_*                             the same of the job's last checkpoint
+    last_*                              the same of the job's own last 4 evaluations, averaged
+    env_steps, updates, wall_s          of the job; loadavg_1m_at_submit / _at_end: the machine's load
+    evaluations                         the job's periodic evaluations: seconds since submit,
+                                        mean_return, heldout_mean_return
     machine, command
 
 Writes bench/results/randomize-<date>-<machine>.json and a PNG of the evaluations.
@@ -47,7 +48,7 @@ from herd.config import parse_sets, with_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "examples/myrobot/myrobot-pixels.yaml"
-ARMS = {"randomized": [], "nominal": ["env.randomize=null"]}
+ARMS = {"randomized": [], "nominal": ["env.randomize.train=false"]}
 
 
 class Idle:
@@ -62,12 +63,27 @@ class Idle:
         return np.zeros((len(obs), self.act_dim), np.float32)
 
 
+EVAL_SEED = 20_000
+"""Episode i of the bench's evaluations resets with EVAL_SEED + i: none of the job's own
+evaluations (10_000 + i), which chose its best policy."""
+LAST = 4
+"""The job's last evaluations averaged into last_*: one policy's return moves a lot between them."""
+
+
 def returns(policy, env_cfg, randomize, episodes: int) -> tuple[float, float]:
     """(nominal, held-out) mean return of `policy` on `env_cfg` evaluated with `randomize`."""
     from herd.evaluation import HELDOUT, evaluate
 
-    out = evaluate(env_cfg.model_copy(update={"randomize": randomize}), policy, episodes)
+    out = evaluate(env_cfg.model_copy(update={"randomize": randomize}), policy, episodes, seed=EVAL_SEED)
     return out["mean_return"], out[HELDOUT + "mean_return"]
+
+
+def kept(nominal: float, heldout: float, idle: tuple) -> dict:
+    """How much of its nominal return a policy keeps on the held-out draws: as it is, and of
+    what it scores above a policy doing nothing."""
+    return {"nominal_return": nominal, "heldout_return": heldout,
+            "retention": heldout / nominal if nominal else None,
+            "retention_above_idle": (heldout - idle[1]) / (nominal - idle[0]) if nominal != idle[0] else None}
 
 
 def record(arm: str, seed: int, summary: dict, runs: Path, randomize, episodes: int, idle: tuple,
@@ -75,24 +91,32 @@ def record(arm: str, seed: int, summary: dict, runs: Path, randomize, episodes: 
     from herd.export import load_policy
 
     run, t_submit = runs / summary["job_id"], summary["submitted_unix"]
-    policy = load_policy(run, best=False)  # the final policy: the best is chosen on the nominal model
-    nominal, heldout = returns(policy, policy.env, randomize, episodes)
     evals = [{"seconds": e["unix_time"] - t_submit, "mean_return": e["mean_return"],
               "heldout_mean_return": e.get("heldout_mean_return")} for e in summary["evaluations"]]
+    last = evals[-LAST:]
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     r = {**info, "arm": arm, "seed": seed, "env": cfg["env"]["id"], "pixels": cfg["env"]["pixels"]["size"],
-         "episodes": episodes, "nominal_return": nominal, "heldout_return": heldout,
-         "retention": heldout / nominal if nominal else None,
-         "idle_nominal_return": idle[0], "idle_heldout_return": idle[1],
-         "retention_above_idle": ((heldout - idle[1]) / (nominal - idle[0]) if nominal != idle[0] else None),
-         "best_eval_return": max((e["mean_return"] for e in evals), default=None),
-         "env_steps": summary["learner"]["received"], "updates": summary["learner"]["updates"],
-         "wall_s": summary["wall_s"], "loadavg_1m_at_submit": summary["loadavg_1m"],
-         "loadavg_1m_at_end": os.getloadavg()[0], "randomize": cfg["env"].get("randomize"),
-         "heldout_randomize": randomize.model_dump(mode="json"), "evaluations": evals}
-    console.print(f"{arm} seed {seed}: nominal {nominal:.1f}, held-out {heldout:.1f}, retention "
-                  f"{r['retention']:.2f} ({r['retention_above_idle']:.2f} above doing nothing: "
-                  f"{idle[0]:.1f} / {idle[1]:.1f}); best periodic eval {r['best_eval_return']}")
+         "episodes": episodes, "eval_seed": EVAL_SEED}
+    # best: best_policy.pb, what herd export and load_policy take from a run; final: its last checkpoint
+    for which, best in (("best", True), ("final", False)):
+        if best and not (run / "best_policy.pb").is_file():  # no periodic evaluation finished
+            continue
+        policy = load_policy(run, best=best)
+        r.update({f"{which}_{k}": v for k, v in kept(*returns(policy, policy.env, randomize, episodes), idle).items()})
+        r[f"{which}_policy_version"] = policy.version
+    if last:
+        r.update({f"last_{k}": v for k, v in kept(float(np.mean([e["mean_return"] for e in last])),
+                                                   float(np.mean([e["heldout_mean_return"] for e in last])),
+                                                   idle).items()})
+    r.update({"idle_nominal_return": idle[0], "idle_heldout_return": idle[1],
+              "env_steps": summary["learner"]["received"], "updates": summary["learner"]["updates"],
+              "wall_s": summary["wall_s"], "loadavg_1m_at_submit": summary["loadavg_1m"],
+              "loadavg_1m_at_end": os.getloadavg()[0], "randomize": cfg["env"].get("randomize"),
+              "heldout_randomize": randomize.model_dump(mode="json"), "evaluations": evals})
+    console.print(f"{arm} seed {seed}: " + "; ".join(
+        f"{w} nominal {r[w + '_nominal_return']:.1f}, held-out {r[w + '_heldout_return']:.1f}, retention "
+        f"{r[w + '_retention']:.2f} ({r[w + '_retention_above_idle']:.2f} above doing nothing)"
+        for w in ("best", "final", "last") if w + "_retention" in r) + f"; doing nothing {idle[0]:.1f} / {idle[1]:.1f}")
     return r
 
 
@@ -110,12 +134,12 @@ def plot(records: list[dict], path: Path, title: str) -> None:
         held = [e["heldout_mean_return"] for e in r["evaluations"]]
         if any(h is not None for h in held):
             curves.plot(xs, held, "--", color=line.get_color(), label=f"{r['arm']} s{r['seed']} held-out")
-        bars.bar([3 * i, 3 * i + 1], [r["nominal_return"], r["heldout_return"]], color=["C0", "C1"])
+        bars.bar([3 * i, 3 * i + 1], [r["best_nominal_return"], r["best_heldout_return"]], color=["C0", "C1"])
     bars.set_xticks([3 * i + 0.5 for i in range(len(records))],
                     [f"{r['arm']}\ns{r['seed']}" for r in records], fontsize=8)
     if records:
         bars.axhline(records[0]["idle_nominal_return"], color="grey", ls=":", lw=1)
-    bars.set_title("final policy: nominal (blue), held-out draws (orange)", fontsize=9)
+    bars.set_title("best policy: nominal (blue), held-out draws (orange)", fontsize=9)
     curves.set_xlabel("seconds since herd submit")
     for ax in (curves, bars):
         ax.set_ylabel("deterministic eval return")
@@ -174,8 +198,9 @@ def main() -> int:
         finally:
             cluster.close()
     for arm in ARMS:
-        console.print(f"{arm}: retention " + ", ".join(
-            f"seed {r['seed']} {r['retention']:.2f} ({r['nominal_return']:.1f} -> {r['heldout_return']:.1f})"
+        console.print(f"{arm}: best policy's retention " + ", ".join(
+            f"seed {r['seed']} {r['best_retention']:.2f} ({r['best_nominal_return']:.1f} -> "
+            f"{r['best_heldout_return']:.1f})"
             for r in records if r["arm"] == arm))
     console.print(f"wrote {path} and {path.with_suffix('.png').name}")
     return 0

@@ -834,11 +834,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--py-modules", action="append", default=[], metavar="PATH",
                    help="a package directory or wheel of yours, importable on every node (repeatable)")
     s.set_defaults(fn=cmd_submit)
-    s = sub.add_parser("status", help="rates, returns, buffer, updates, lag of a running job")
+    s = sub.add_parser("status", help="rates, returns, buffer, updates, lag of a running job; an "
+                       "ended job's final status (a failed one's reason: exit 3)")
     s.add_argument("job")
     s.add_argument("--json", action="store_true")
     s.add_argument("--watch", type=float, default=0, metavar="SECONDS",
-                   help="redraw in place every SECONDS until the job ends (Ctrl-C to leave)")
+                   help="redraw in place every SECONDS until the job ends (Ctrl-C to leave); "
+                   "piped, a block per refresh")
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser("scale", help="change the number of env actors of a running job")
     s.add_argument("job")

@@ -71,3 +71,18 @@ def test_a_pixel_policy_is_evaluated_on_randomized_frames():
     out = evaluate(cfg, Linear(2 * 3 * 24 * 24), episodes=2)
     # only the looks differ: the policy acts on other frames, so the arm moves otherwise
     assert out[HELDOUT + "mean_return"] != out["mean_return"]
+
+
+def test_a_job_trained_on_the_written_model_is_still_evaluated_on_heldout_draws():
+    """env.randomize.train false: the actors' envs are the model as written, the evaluations
+    report the same held-out draws a randomized job's do."""
+    from herd.actors.randomize import Randomized
+
+    randomize = RandomizeConfig(seed=2, heldout_seed=9)
+    untrained = arm(randomize.model_copy(update={"train": False}))
+    env = make_env(untrained)
+    assert not isinstance(env, Randomized)
+    env.reset(seed=5)
+    assert np.array_equal(env.unwrapped.model.body_mass, make_env(arm(None)).unwrapped.model.body_mass)
+    policy = Linear(10)
+    assert evaluate(untrained, policy, 3) == evaluate(arm(randomize), policy, 3)
