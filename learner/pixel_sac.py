@@ -12,12 +12,17 @@ With learner.encoder.privileged_critic the critics read the env's state instead 
 actor-critic: the state of each row's obs and next frame, from the frame replay):
 
     critic:  twin Q(obs state, action), no trunk, no conv pass
-    actor:   encoder(obs) -> actor trunk -> tanh-Gaussian    its loss trains the encoder
+    actor:   encoder(obs) -> actor trunk -> tanh-Gaussian    its loss trains the encoder,
+             and a linear head on the actor trunk's features -> the obs state (mean squared
+             error), which trains them too
     target:  target twin Q(next state, next action from the next frames' features)
-    steps:   one flat Adam for the critics, one for encoder + actor + temperature
+    steps:   one flat Adam for the critics, one for encoder + actor + state head + temperature
 
-The critic learns from state about as fast as a state job's, and the actor's gradient dQ/da
-through the encoder is what shapes the features (bench/results/pixels-*-privileged-*.json).
+The critic learns from state about as fast as a state job's. The actor's gradient alone (dQ/da
+through the policy, one number per action dimension) shaped the encoder too slowly to beat the
+symmetric update; read back the state from the frames, the features carry what the critic
+sees (bench/results/pixels-2026-12-05-invertedpendulum-privileged-x86-64.json). The state head
+is the learner's own: the published policy is the encoder, the actor trunk and the actor.
 
 Like SAC.update it is a function of fixed-shape device tensors with no host read, so
 learner/graphed.py captures it as one CUDA graph (bf16 autocast on CUDA; fp32 on the CPU, where
@@ -74,6 +79,7 @@ class PixelSAC:
         self.actor_trunk = Trunk(self.encoder.repr_dim, f).to(device)
         self.actor = Actor(f, action_dim, hidden, action_low, action_high,
                            (cfg.log_std_min, cfg.log_std_max)).to(device)
+        self.state_head = torch.nn.Linear(f, state_dim).to(device) if self.privileged else None
         # what the critic's loss trains: the encoder too, unless the critics read the state
         online = (self.critic,) if self.privileged else (self.encoder, self.critic_trunk, self.critic)
         self.target_encoder = (copy.deepcopy(self.encoder).requires_grad_(False)
@@ -87,7 +93,8 @@ class PixelSAC:
             cfg.target_entropy if cfg.target_entropy is not None else -action_dim)
         self._critic_params = module_params(*online)
         self._actor_params = module_params(
-            *((self.encoder,) if self.privileged else ()), self.actor_trunk, self.actor)
+            *((self.encoder,) if self.privileged else ()), self.actor_trunk, self.actor,
+            *((self.state_head,) if self.privileged else ()))
         self.critic_opt = FlatAdam([(self._critic_params, enc.pixel_lr)])
         self.actor_opt = FlatAdam([(self._actor_params, enc.pixel_lr), ([self.log_alpha], enc.pixel_lr)])
         targets = [m for m in (self.target_encoder, self.target_trunk, self.target) if m is not None]
@@ -123,7 +130,7 @@ class PixelSAC:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=False)
 
     PIECES = ("_augment", "_encode", "_encode_next", "_actor_pass", "_critic_out", "_target",
-              "_actor_loss")
+              "_actor_loss", "_state_loss")
 
     def compile(self, mode: str | None = "default") -> None:
         """torch.compile each piece (forward and backward) and both Adams, as SAC.compile."""
@@ -156,6 +163,12 @@ class PixelSAC:
     def _actor_pass_eager(self, h_pair):
         with self.autocast():
             return self.actor.sample(self.actor_trunk(h_pair))
+
+    def _state_loss_eager(self, h, state):
+        """How far the actor trunk's features of the obs frames are from telling its state."""
+        with self.autocast():
+            pred = self.state_head(self.actor_trunk(h))
+        return (pred.float() - state).square().mean()
 
     # the critics' input `x`: encoder features through their trunk, or the env's state as it is
     def _critic_out_eager(self, x, action):
@@ -195,7 +208,8 @@ class PixelSAC:
         critic_loss = losses.mse_critic_loss(q, target)
         c_grads = torch.autograd.grad(critic_loss, self._critic_params)
         actor_loss = self._actor_loss(x.detach(), a_pi, logp_pi, alpha)  # the pre-step critic
-        a_grads = torch.autograd.grad(actor_loss, self._actor_params)
+        own = actor_loss + self._state_loss(h, b["obs_state"]) if self.privileged else actor_loss
+        a_grads = torch.autograd.grad(own, self._actor_params)
         alpha_grad = losses.temperature_grad(logp_pi, self.target_entropy)
         self.critic_opt.step(list(c_grads))
         self.actor_opt.step([*a_grads, alpha_grad])
@@ -233,7 +247,7 @@ class PixelSAC:
         return [*self.critic_opt.tensors(), *self.actor_opt.tensors(), self._target_flat]
 
     MODULES = ("encoder", "critic_trunk", "critic", "actor_trunk", "actor", "target_encoder",
-               "target_trunk", "target")
+               "target_trunk", "target", "state_head")
 
     def state_dict(self) -> dict:
         return {

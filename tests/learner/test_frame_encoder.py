@@ -84,6 +84,8 @@ def test_without_a_target_encoder_the_targets_read_the_online_features():
 
 
 def test_privileged_critics_read_the_state_and_the_actor_trains_the_encoder():
+    """The critics read the state; the actor's loss and a head reading the state back from the
+    actor trunk's features train the encoder; the published policy is the symmetric one's."""
     cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
                              privileged_critic=True)
     sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu",
@@ -95,13 +97,22 @@ def test_privileged_critics_read_the_state_and_the_actor_trains_the_encoder():
              "obs_state": torch.randn(6, 5, generator=g), "next_state": torch.randn(6, 5, generator=g),
              "action": torch.rand(6, 2, generator=g) * 2 - 1, "reward": torch.randn(6, generator=g),
              "terminated": torch.zeros(6), "discount": torch.full((6,), 0.99)}
+
+    def state_loss():
+        with torch.no_grad():
+            return float(sac._state_loss(sac._encode(batch["pixels"][:, 0]), batch["obs_state"]))
+
     enc0 = [p.detach().clone() for p in sac.encoder.parameters()]
     head_t0 = sac.target.head.weight.detach().clone()
+    state_loss0 = state_loss()
     assert torch.isfinite(sac.update_on(batch)).all()
     for p, p0 in zip(sac.encoder.parameters(), enc0):
-        assert not torch.equal(p, p0)  # the actor's loss reached the encoder
+        assert not torch.equal(p, p0)  # the actor's loss and the state head's reached the encoder
     head = sac.critic.head.weight.detach()
     torch.testing.assert_close(sac.target.head.weight, head_t0 + 0.01 * (head - head_t0))
+    for _ in range(60):  # the features learn to tell the state
+        sac.update_on(batch)
+    assert state_loss() < 0.8 * state_loss0
     # the critics' Q reads the state: other frames leave it, another state moves it
     q = sac._critic_out(batch["obs_state"], batch["action"])
     torch.testing.assert_close(sac._critic_out(batch["obs_state"].clone(), batch["action"]), q)
