@@ -126,7 +126,7 @@ def follow_jobs(jobs: list[str], timeout: float) -> None:
     """Print each job's [herd] lines as they come (tagged when several) until all have ended."""
     from ray.job_submission import JobSubmissionClient
 
-    client = JobSubmissionClient(local.DEFAULT_DASHBOARD)
+    client = JobSubmissionClient(os.environ.get("HERD_DASHBOARD_URL", local.DEFAULT_DASHBOARD))
     t0, deadline = time.time(), time.monotonic() + timeout
     seen = dict.fromkeys(jobs, 0)
     running = list(jobs)

@@ -6,7 +6,9 @@
     python bench/pixels.py --config configs/invertedpendulum-pixels.yaml \
         --config configs/invertedpendulum-pixels-privileged.yaml --seeds 1,2   # arms side by side
 
-Starts a local Ray head if none answers, submits each (config, seed) job through the `herd` CLI,
+Starts a local Ray head if none answers (--own-cluster: a head of this run alone, on free ports,
+as bench/startup.py starts one, so that it neither joins nor disturbs another on the machine),
+submits each (config, seed) job through the `herd` CLI,
 follows it and reads runs/<job>/summary.json. Several configs are arms: each seed runs every
 arm in turn (seed 1 of each arm, then seed 2, ...), so a drift in the machine's load falls on all
 of them alike. One flat record per run:
@@ -39,8 +41,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -169,13 +173,32 @@ def main() -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--out", default=None)
+    p.add_argument("--own-cluster", action="store_true", help="a Ray head of this run alone")
     args = p.parse_args()
     if args.pixels:
         args.set = [f"env.pixels.size={args.pixels}", *args.set]
-    local.align_auth_mode()
     path = result_path("pixels", args.out, quick=False)
     info = header("Herd: pixel SAC, evaluation return against wall-clock")
-    local.up(num_cpus=os.cpu_count())
+    if not args.own_cluster:
+        local.align_auth_mode()
+        local.up(num_cpus=os.cpu_count())
+        return run_arms(args, path, info)
+    from bench.startup import Cluster
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped bench takes its head along
+    with tempfile.TemporaryDirectory(prefix="herd-bench-pixels-") as tmp:
+        cluster = Cluster(Path(tmp), None, {})
+        try:
+            # `herd submit` and the job client of this process find that head alone (through its
+            # dashboard: Ray's job client would prefer a RAY_ADDRESS to the URL it is given)
+            os.environ.update({k: cluster.env[k] for k in (
+                "HERD_HOME", "HERD_DASHBOARD_URL", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")})
+            return run_arms(args, path, info)
+        finally:
+            cluster.close()
+
+
+def run_arms(args, path: Path, info: dict) -> int:
     records: list[dict] = []
     for seed in (int(s) for s in args.seeds.split(",")):
         for config in args.config or ["configs/walker-walk-pixels.yaml"]:
