@@ -19,7 +19,11 @@ TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
 def dashboard_url(args) -> str:
-    return args.address or os.environ.get("HERD_DASHBOARD_URL", local.DEFAULT_DASHBOARD)
+    """--address, else $HERD_DASHBOARD_URL, else the dashboard `herd up` started (on its own
+    --dashboard-port too), else the default."""
+    from herd.dashboard import url_of
+
+    return url_of(args.address)
 
 
 class UserError(Exception):
@@ -791,8 +795,8 @@ def cmd_tune(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="herd", description="Distributed SAC on Ray: actors, gRPC, GPU learner")
-    p.add_argument("--address", help="Ray dashboard URL (default $HERD_DASHBOARD_URL or "
-                   f"{local.DEFAULT_DASHBOARD})")
+    p.add_argument("--address", help="Ray dashboard URL (default $HERD_DASHBOARD_URL, else the "
+                   f"one `herd up` started, else {local.DEFAULT_DASHBOARD})")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("up", help="start a local Ray head (dashboard on 127.0.0.1:8265)")
     s.add_argument("--port", type=int, default=6379)

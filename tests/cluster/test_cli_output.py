@@ -68,3 +68,25 @@ def test_watch_on_a_pipe_prints_a_block_per_refresh():
     text = out.getvalue()
     assert text.count("--- ") == 3 and text.count("1 env actors") == 3, text
     assert text.rstrip().endswith("the job ended (see `herd logs JOB`)")
+
+
+def test_commands_find_the_dashboard_herd_up_started_on_its_own_port(tmp_path):
+    """`herd up --dashboard-port P` then `herd submit`: the CLI asks the dashboard on P (the
+    record `herd up` leaves in HERD_HOME), not the default port."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.jobs import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing answers there
+    (tmp_path / "cluster.json").write_text(json.dumps({"dashboard": f"http://127.0.0.1:{port}"}))
+    env = {k: v for k, v in os.environ.items() if k not in ("HERD_DASHBOARD_URL", "RAY_ADDRESS")}
+    env["HERD_HOME"] = str(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "herd", "list"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 2 and f"no Ray dashboard answers at http://127.0.0.1:{port})" in r.stderr, r.stderr
