@@ -18,7 +18,8 @@ pads as an episode start.
 Rows are sampled from a window of the newest rows whose frames are still in the ring: the
 frame ring is sized a little above the row ring (`frame_margin`) so that the window is nearly
 the whole row ring. A row inside the window whose obs or next frame has gone all the same (rows of
-different actors arrive out of frame order) is swapped for the newest row, on the device.
+different actors arrive out of frame order) is swapped for the newest row whose frames are
+there, on the device.
 Sampling reads the window from device tensors (no host sync), so it can be captured in a
 CUDA graph like the state ring (learner/replay.py).
 
@@ -307,9 +308,15 @@ class FrameReplay:
         u = torch.rand(batch_size, device=self.device)
         idx = (start + (u * count).long().clamp_(max=self.capacity - 1)) % self.capacity
         newest = (start + count - 1).clamp_(min=0) % self.capacity
-        g = self.refs[idx]
-        alive = (self.gid[g % self.frame_capacity] == g).all(dim=1)
-        return torch.where(alive, idx, newest)
+        # a row with a frame gone is swapped for the newest row or, when that one's frames are
+        # gone too, for the window's oldest: _shrink_window leaves it alive, and nothing is
+        # written between an insert and a sample
+        fallback = torch.where(self._alive(self.refs[newest]), newest, start)
+        return torch.where(self._alive(self.refs[idx]), idx, fallback)
+
+    def _alive(self, g: torch.Tensor) -> torch.Tensor:
+        """Whether the ring still holds both frames of rows whose refs are `g` [..., 2]."""
+        return (self.gid[g % self.frame_capacity] == g).all(dim=-1)
 
     def stacks(self, g: torch.Tensor) -> torch.Tensor:
         """Global numbers [..., S] of the stacks whose newest frames are `g` [...], oldest first."""
