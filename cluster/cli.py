@@ -709,7 +709,8 @@ def cmd_export(args) -> int:
         return 2
     meta = json.loads(sidecar(out).read_text())
     print(f"wrote {out} and {sidecar(out)}: policy v{meta['version']} from {meta['source']}"
-          f"{took(meta.get('which'))} (`herd evaluate {out}` runs it; herd.load_policy loads it)")
+          f"{took(meta.get('which'))}")
+    print(f"`herd evaluate {out}` runs it; herd.load_policy loads it")
     return 0
 
 
