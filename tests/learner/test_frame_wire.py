@@ -96,11 +96,15 @@ class Client:
 
 
 def settled(learner) -> dict:
+    """The status once the training thread has written every batch taken: the books add up."""
     deadline = time.monotonic() + 10
-    while learner.ingest.staging.qsize() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
-    return learner.status_dict()
+    while time.monotonic() < deadline:
+        st = learner.status_dict()
+        written = st["inserted"] + st["rows_unresolved"] + st["rows_failed"]
+        if not learner.ingest.staging.qsize() and st["received"] == written:
+            return st
+        time.sleep(0.002)
+    raise AssertionError(f"batches taken but not written: {st}")
 
 
 def training_alive(learner) -> bool:
