@@ -311,6 +311,7 @@ class FrameReplay:
         # a row with a frame gone is swapped for the newest row or, when that one's frames are
         # gone too, for the window's oldest: _shrink_window leaves it alive, and nothing is
         # written between an insert and a sample
+        newest = newest.view(1)  # a 1-element index: a 0-d one would be read on the host
         fallback = torch.where(self._alive(self.refs[newest]), newest, start)
         return torch.where(self._alive(self.refs[idx]), idx, fallback)
 
