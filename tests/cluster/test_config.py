@@ -27,9 +27,13 @@ def test_shipped_configs_load():
         cfg = load_config(ROOT / "configs" / name)
         task = cfg.env.id.removeprefix("dm_control/")
         assert task.endswith("-v0" if task != cfg.env.id else "-v5"), name
-        stem = name.removesuffix(".yaml").removesuffix("-plain").removesuffix("-pixels")
+        # a variant's suffix after the task's: -privileged, a pixel job whose critics read state
+        variant = name.removesuffix(".yaml").removesuffix("-privileged")
+        assert variant.endswith("-pixels") or variant == name.removesuffix(".yaml"), name
+        assert name.endswith("-privileged.yaml") == cfg.learner.encoder.privileged_critic, name
+        stem = variant.removesuffix("-plain").removesuffix("-pixels")
         assert task.lower().startswith(stem) or name == "demo.yaml", name  # named for its task
-        assert name.endswith("-pixels.yaml") == (cfg.env.pixels is not None), name
+        assert variant.endswith("-pixels") == (cfg.env.pixels is not None), name
 
 
 def test_malformed_yaml_names_the_file(tmp_path):
