@@ -18,11 +18,11 @@ actor-critic: the state of each row's obs and next frame, from the frame replay)
     target:  target twin Q(next state, next action from the next frames' features)
     steps:   one flat Adam for the critics, one for encoder + actor + state head + temperature
 
-The critic learns from state about as fast as a state job's. The actor's gradient alone (dQ/da
-through the policy, one number per action dimension) shaped the encoder too slowly to beat the
-symmetric update; read back the state from the frames, the features carry what the critic
-sees (bench/results/pixels-2026-12-05-invertedpendulum-privileged-x86-64.json). The state head
-is the learner's own: the published policy is the encoder, the actor trunk and the actor.
+The critics learn from the state as a state job's do. The actor's gradient alone (dQ/da through
+the policy) is one number per action dimension and sample, a thin signal for a conv encoder; the
+state head hands it every number of the state. The state head is the learner's own: the
+published policy is the encoder, the actor trunk and the actor. Against the symmetric update:
+bench/results/pixels-2026-12-05-invertedpendulum-privileged-x86-64.json.
 
 Like SAC.update it is a function of fixed-shape device tensors with no host read, so
 learner/graphed.py captures it as one CUDA graph (bf16 autocast on CUDA; fp32 on the CPU, where
