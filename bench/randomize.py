@@ -2,7 +2,8 @@
 randomizations of its robot.
 
     python bench/randomize.py                                  # examples/myrobot/myrobot-pixels.yaml
-    python bench/randomize.py --seeds 1,2 --steps 12000 --episodes 30
+    python bench/randomize.py --seeds 1,2 --steps 12000 --episodes 30 --runs-dir /tmp/runs
+    python bench/randomize.py --split bench/results/randomize-<date>-<machine>.json --runs-dir /tmp/runs
 
 Two arms of one config, side by side on a local Ray head of this run alone: `randomized` (the
 config's env.randomize) and `nominal` (env.randomize.train false: trained on the model as
@@ -22,6 +23,9 @@ flat record per run:
                                         (idle_nominal_return, idle_heldout_return)
     final_*                             the same of the job's last checkpoint
     last_*                              the same of the job's own last 4 evaluations, averaged
+    best_heldout_visual_return, best_heldout_physical_return
+                                        with --split: best_policy.pb on held-out draws of the
+                                        looks alone and of the physics alone
     env_steps, updates, wall_s          of the job; loadavg_1m_at_submit / _at_end: the machine's load
     evaluations                         the job's periodic evaluations: seconds since submit,
                                         mean_return, heldout_mean_return
@@ -33,6 +37,7 @@ Writes bench/results/randomize-<date>-<machine>.json and a PNG of the evaluation
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -95,7 +100,7 @@ def record(arm: str, seed: int, summary: dict, runs: Path, randomize, episodes: 
               "heldout_mean_return": e.get("heldout_mean_return")} for e in summary["evaluations"]]
     last = evals[-LAST:]
     cfg = yaml.safe_load((run / "config.yaml").read_text())
-    r = {**info, "arm": arm, "seed": seed, "env": cfg["env"]["id"], "pixels": cfg["env"]["pixels"]["size"],
+    r = {**info, "arm": arm, "seed": seed, "job": summary["job_id"], "env": cfg["env"]["id"], "pixels": cfg["env"]["pixels"]["size"],
          "episodes": episodes, "eval_seed": EVAL_SEED}
     # best: best_policy.pb, what herd export and load_policy take from a run; final: its last checkpoint
     for which, best in (("best", True), ("final", False)):
@@ -118,6 +123,25 @@ def record(arm: str, seed: int, summary: dict, runs: Path, randomize, episodes: 
         f"{r[w + '_retention']:.2f} ({r[w + '_retention_above_idle']:.2f} above doing nothing)"
         for w in ("best", "final", "last") if w + "_retention" in r) + f"; doing nothing {idle[0]:.1f} / {idle[1]:.1f}")
     return r
+
+
+def split(records: list[dict], runs: Path, randomize, episodes: int) -> None:
+    """Each run's best policy on held-out draws of the looks alone and of the physics alone
+    (best_heldout_visual_return, best_heldout_physical_return): where the return goes."""
+    from herd.actors.config import OFFSETS, SCALES
+    from herd.export import load_policy
+
+    parts = {"visual": {k: None for k in SCALES if k != "light_diffuse"},
+             "physical": {k: None for k in (*OFFSETS, "light_diffuse")}}
+    for r in records:
+        run = runs / r["job"] if "job" in r else next(runs.glob(f"herd-{r['arm']}-s{r['seed']}-*"))
+        policy = load_policy(run, best=True)
+        for part, off in parts.items():
+            r[f"best_heldout_{part}_return"] = returns(policy, policy.env, randomize.model_copy(update=off),
+                                                       episodes)[1]
+        console.print(f"{r['arm']} seed {r['seed']}: best policy held-out {r['best_heldout_return']:.1f}; "
+                      f"looks alone {r['best_heldout_visual_return']:.1f}, physics alone "
+                      f"{r['best_heldout_physical_return']:.1f} (nominal {r['best_nominal_return']:.1f})")
 
 
 def plot(records: list[dict], path: Path, title: str) -> None:
@@ -162,6 +186,9 @@ def main() -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="for both arms")
     p.add_argument("--runs-dir", default=None, help="where the runs are kept (default: removed at the end)")
     p.add_argument("--out", default=None)
+    p.add_argument("--split", metavar="JSON", default=None,
+                   help="a record of this bench whose runs --runs-dir kept: add each best policy's "
+                        "return on held-out looks alone and physics alone")
     args = p.parse_args()
     from herd.actors.config import RandomizeConfig
     from herd.config import load_config
@@ -172,6 +199,11 @@ def main() -> int:
     randomize = load_config(ROOT / args.config, args.set).env.randomize or RandomizeConfig()
     working_dir = (ROOT / args.config).parent
     sys.path.insert(0, str(working_dir))  # the env's package, for the evaluations here
+    if args.split:
+        records = json.loads(Path(args.split).read_text())
+        split(records, Path(args.runs_dir), randomize, args.episodes)
+        save(records, Path(args.split))
+        return 0
     env_cfg = load_config(ROOT / args.config, args.set).env
     idle = returns(Idle(2), env_cfg, randomize, args.episodes)
     records: list[dict] = []
