@@ -92,7 +92,7 @@ KINDS = [
     Kind("wire", r"wire-", ("cpu_us_per_row", "CPU µs per row")),
     Kind("compile", r"compile-profile-", ("prepare_s", "seconds to compile and capture")),
     Kind("CLI", r"cli-", ("median_s", "median seconds to answer")),
-    Kind("randomization", r"randomize-", ("retention", "held-out return kept")),
+    Kind("randomization", r"randomize-", ("best_retention|retention", "held-out return kept")),
     Kind("other", r".", ("", "")),
 ]
 
