@@ -186,6 +186,7 @@ class LearnerServicer(WeightStreams):
         self._add_session(Session(sid, request.actor_id, self.spec, request.incarnation),
                           context.peer())
         return pb.HandshakeReply(session_id=sid, policy_version=self.publisher.version,
+                                 state_dim=self.spec.state_dim,
                                  max_batch=self.max_batch, learner_id=self.learner_id)
 
     def _full(self, actor_id: str) -> bool:
