@@ -33,12 +33,13 @@ def pixel_spec() -> pb.EnvSpec:
 class PixelActor:
     """Frames numbered 0, 1, ... for the life of the actor; one env; episodes of 5 steps."""
 
-    def __init__(self, channel, actor_id: str, seed: int = 0):
+    def __init__(self, channel, actor_id: str, seed: int = 0, spec: pb.EnvSpec | None = None):
         self.rng = np.random.default_rng(seed)
         self.actor_id, self.seq, self.number, self.last = actor_id, 0, 0, -1
         self.stub = pb_grpc.LearnerStub(channel)
-        self.sid = self.stub.Handshake(pb.HandshakeRequest(
-            actor_id=actor_id, spec=pixel_spec(), incarnation=99)).session_id
+        self.reply = self.stub.Handshake(pb.HandshakeRequest(
+            actor_id=actor_id, spec=spec or pixel_spec(), incarnation=99))
+        self.sid = self.reply.session_id
         self.steps = 0
         self.q: queue.Queue = queue.Queue()  # one open PushTransitions stream: the session's life
         self.acks = self.stub.PushTransitions(iter(self.q.get, None))

@@ -6,7 +6,6 @@ where no state is read) with INVALID_ARGUMENT, storing nothing."""
 
 from __future__ import annotations
 
-import queue
 import time
 
 import grpc
@@ -80,15 +79,8 @@ def state_spec(dim: int = DIM) -> pb.EnvSpec:
 class StateSender(PixelActor):
     """test_frame_learner's actor with a state spec: each new frame's state in frame_state."""
 
-    def __init__(self, channel, actor_id: str, seed: int = 0):  # PixelActor's, with state_spec()
-        self.rng = np.random.default_rng(seed)
-        self.actor_id, self.seq, self.number, self.last, self.steps = actor_id, 0, 0, -1, 0
-        self.stub = pb_grpc.LearnerStub(channel)
-        self.reply = self.stub.Handshake(pb.HandshakeRequest(
-            actor_id=actor_id, spec=state_spec(), incarnation=99))
-        self.sid = self.reply.session_id
-        self.q: queue.Queue = queue.Queue()
-        self.acks = self.stub.PushTransitions(iter(self.q.get, None))
+    def __init__(self, channel, actor_id: str, seed: int = 0):
+        super().__init__(channel, actor_id, seed, state_spec())
 
     def batch(self, rows: int) -> dict:
         b = super().batch(rows)
