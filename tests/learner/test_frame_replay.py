@@ -218,3 +218,30 @@ def test_a_batch_longer_than_the_actor_window_resolves_its_own_frames():
           "action": np.zeros((2, 1), np.float32), "reward": np.zeros(2, np.float32),
           "terminated": np.zeros(2, np.uint8)}
     assert replay.insert(b2) == 1 and replay.rows_unresolved == 1
+
+
+def test_a_sampled_row_with_a_frame_gone_never_falls_back_to_another_such_row():
+    """The window's oldest row alive, the newer ones (and the newest) pointing at frames already
+    overwritten: every sample is the oldest row."""
+    replay = FrameReplay(8, SHAPE, STACK, 1, torch.device("cpu"), window=64, frame_capacity=6)
+
+    def batch(actor, first, n, rows, reward):
+        return {"frames": np.stack([pixels(k) for k in range(first, first + n)]) if n
+                else np.zeros((0, *SHAPE), np.uint8),
+                "frame_prev": np.array([-1] + list(range(first, first + n - 1)))[:n],
+                "first_frame": np.int64(first),
+                "obs_frame": np.array([o for o, _ in rows], np.int64),
+                "next_frame": np.array([x for _, x in rows], np.int64),
+                "action": np.zeros((len(rows), 1), np.float32),
+                "reward": np.full(len(rows), reward, np.float32),
+                "terminated": np.zeros(len(rows), np.uint8),
+                "actor_id": np.str_(actor), "incarnation": np.uint64(1)}
+
+    assert replay.insert(batch("b", 0, 2, [], 0)) == 0  # frames 0, 1
+    assert replay.insert(batch("a", 0, 4, [(2, 3)], 1)) == 1  # frames 2..5, a row on 4 -> 5
+    assert replay.insert(batch("b", 2, 0, [(0, 1)], 2)) == 1  # rows on b's frames 0 -> 1
+    assert replay.insert(batch("b", 2, 0, [(0, 1)], 3)) == 1
+    assert replay.insert(batch("c", 0, 2, [], 0)) == 0  # frames 6, 7 overwrite b's
+    assert replay.size == 3  # the oldest row is there: the window keeps all three
+    torch.manual_seed(0)
+    assert set(replay.sample(256)["reward"].tolist()) == {1.0}
