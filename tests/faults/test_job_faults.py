@@ -3,8 +3,9 @@ final checkpoint and exact books, and a stop while the replay ratio holds the ac
 delivers every step.
 
 The worker is killed (SIGKILL, as the raylet's memory monitor does) while a scale adds actors,
-in a job whose replay ratio binds (a 0.5-CPU learner asked for 100 updates per row: the actors'
-windows stay full, the batches in them would take minutes of updates to let in); then `herd
+in a job whose replay ratio binds (a 0.5-CPU learner asked for 1,000 updates per row: the actors'
+windows stay full, the batches in them would take minutes of updates to let in; staging of 4
+batches, so that it binds soon); then `herd
 stop`. Every stepped transition of the processes that stopped is delivered, the killed one
 counts with what the learner accepted from it: steps = acked = received = inserted, and no
 actor logs an error at its stop. (The job's controller killed while it scales:
@@ -20,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -28,7 +30,7 @@ from tests.jobs import ROOT, SMALL, controller_up, herd, small_learner, status, 
 pytestmark = pytest.mark.cluster
 
 BOUND = {**SMALL,
-         "learner": small_learner(ratio=100.0, ratio_tolerance=50, min_size=300),
+         "learner": small_learner(ratio=1000.0, ratio_tolerance=50, min_size=300, staging_batches=4),
          "actors": {**SMALL["actors"], "warmup_steps": 10**9, "window": 2},
          "run": {**SMALL["run"], "name": "bound", "eval_every_s": 60}}
 
@@ -36,6 +38,15 @@ BOUND = {**SMALL,
 def scale_in_background(job: str, n: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "herd", "scale", job, "--actors", str(n)], cwd=ROOT,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+
+
+def held_back(job: str) -> bool:
+    """Every actor's window full and not one ack for 2 s: the learner lets nothing in."""
+    before = {a["actor_id"]: a for a in status(job)["actors"]}
+    time.sleep(2)
+    after = status(job)["actors"]
+    return len(after) == 2 and all(a.get("in_flight") == 2 and a["actor_id"] in before
+                                   and before[a["actor_id"]].get("acked") == a.get("acked") for a in after)
 
 
 def summary_of(tmp_path, job: str) -> dict:
@@ -69,9 +80,7 @@ def test_a_killed_worker_mid_scale_and_a_stop_under_the_limiter_lose_nothing(ray
         s = wait_for(lambda: stepping(job, 2, {}), 120, "2 actors stepping", poll=2)
         restarted = next(a for a in s["actors"] if a["actor_id"] == victim["actor_id"])
         assert restarted["pid"] != victim["pid"]
-        assert wait_for(lambda: [a for a in status(job)["actors"]
-                                 if a.get("in_flight") == 2 and a.get("push_wait_s", 0) > 1], 60,
-                        "actors held back by the replay ratio", poll=2)
+        wait_for(lambda: held_back(job), 90, "both actors held back by the replay ratio", poll=1)
     finally:
         herd("stop", job, check=False)
     summary = summary_of(tmp_path, job)
