@@ -125,8 +125,12 @@ def run_one(cfg_path: Path, work: Path, cluster: Cluster, timeout: float, until_
     job = submitted_job(out.stdout)
     seen, deadline, stopped = 0, time.monotonic() + timeout, False
     while time.monotonic() < deadline:
-        state = cluster.job(job)["status"]
-        lines = [ln for ln in cluster.logs(job).splitlines() if ln.startswith("[herd]")]
+        try:
+            state = cluster.job(job)["status"]
+            lines = [ln for ln in cluster.logs(job).splitlines() if ln.startswith("[herd]")]
+        except OSError:  # the dashboard slow to answer on a loaded machine: ask again
+            time.sleep(1)
+            continue
         for ln in lines[seen:]:
             console.print(f"{time.time() - t0:6.1f}s {ln}", markup=False)
         seen = len(lines)
