@@ -121,6 +121,18 @@ class EnvConfig(BaseModel):
     """Draw the model's looks and physics anew every episode (`randomize: {}` for the defaults);
     unset: the model as it is written."""
 
+    def nominal(self) -> EnvConfig:
+        """The env as written, without randomization."""
+        return self.model_copy(update={"randomize": None})
+
+    def heldout(self) -> EnvConfig | None:
+        """The env randomized from its held-out seed (None for an env that is not randomized)."""
+        r = self.randomize
+        if r is None:
+            return None
+        drawn = r.model_copy(update={"seed": r.heldout_seed, "train": True})
+        return self.model_copy(update={"randomize": drawn})
+
 
 class ActorConfig(BaseModel):
     """How each EnvActor steps and pushes."""

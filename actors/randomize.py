@@ -23,26 +23,13 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from herd.actors.config import EnvConfig, RandomizeConfig
+from herd.actors.config import RandomizeConfig
 
 _AFFINE = int(mujoco.mjtBias.mjBIAS_AFFINE)
 # each field's own stream: SeedSequence([seed, reset seed, index])
 _STREAM = {name: i for i, name in enumerate(RandomizeConfig.model_fields)
            if name not in ("seed", "heldout_seed", "train")}
 _UNSEEDED = 1 << 40  # reset seeds of resets given none start here: apart from any explicit one
-
-
-def nominal_config(cfg: EnvConfig) -> EnvConfig:
-    """The env as written, without randomization."""
-    return cfg.model_copy(update={"randomize": None})
-
-
-def heldout_config(cfg: EnvConfig) -> EnvConfig | None:
-    """The env randomized from its held-out seed (None for an env that is not randomized)."""
-    r = cfg.randomize
-    if r is None:
-        return None
-    return cfg.model_copy(update={"randomize": r.model_copy(update={"seed": r.heldout_seed, "train": True})})
 
 
 def _quat_xyz(degrees: np.ndarray) -> np.ndarray:

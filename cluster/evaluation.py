@@ -22,7 +22,6 @@ import numpy as np
 
 from herd.actors.config import EnvConfig
 from herd.actors.envs import describe, make_env
-from herd.actors.randomize import heldout_config, nominal_config
 from herd.checkpoint import (  # noqa: F401 -- CheckpointRefused, load_checkpoint: callers' names here
     CheckpointRefused,
     load_checkpoint,
@@ -45,7 +44,7 @@ def evaluate(env_cfg: EnvConfig, weights, episodes: int, seed: int = 10_000, vid
     """
     if not video:
         return _evaluate_side_by_side(env_cfg, weights, episodes, seed)
-    return _evaluate_video(nominal_config(env_cfg), weights, episodes, seed, video, fps)
+    return _evaluate_video(env_cfg.nominal(), weights, episodes, seed, video, fps)
 
 
 def is_pixel_env(env_cfg: EnvConfig) -> bool:
@@ -118,8 +117,8 @@ HELDOUT = "heldout_"
 def eval_sets(env_cfg: EnvConfig) -> list[tuple[str, EnvConfig]]:
     """What an evaluation runs on, each with the prefix of its figures: the nominal model and,
     for a randomized env, its held-out draws (env.randomize.heldout_seed, none of training's)."""
-    heldout = heldout_config(env_cfg)
-    return [("", nominal_config(env_cfg))] + ([(HELDOUT, heldout)] if heldout is not None else [])
+    heldout = env_cfg.heldout()
+    return [("", env_cfg.nominal())] + ([(HELDOUT, heldout)] if heldout is not None else [])
 
 
 def side_by_side(envs: list, weights, seed: int) -> dict:
