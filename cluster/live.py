@@ -197,7 +197,8 @@ def status_view(st: dict):
     starting = f", {target - n - len(waiting)} starting" if target is not None and target > n + len(waiting) else ""
     if waiting:
         starting += f", {len(waiting)} waiting for CPUs"
-    t = Table(title=f"{n} env actors ({len(st.get('retired', []))} retired{starting})",
+    cancelled = f", {st['cancelled']} cancelled" if st.get("cancelled") else ""
+    t = Table(title=f"{n} env actors ({len(st.get('retired', []))} retired{cancelled}{starting})",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     t.add_column("actor", no_wrap=True, min_width=7)
     # short headers: the table fits an 80-column terminal (see the caption)

@@ -170,6 +170,8 @@ def test_status_on_the_cpu_and_past_the_cpus():
     assert "1 env actors (0 retired, 40 waiting for CPUs)" in text, text
     assert "40 actors waiting for CPUs (needs 0.5); 0 CPUs free" in text, text
     assert "actor-40" not in text and text.count("waiting for CPUs") == 2, text
+    st["cancelled"] = 48  # scaled away while waiting: never started, so not counted as retired
+    assert "1 env actors (0 retired, 48 cancelled, 40 waiting for CPUs)" in rendered(st)
 
 
 def test_scale_to_zero_is_refused_unless_the_job_allows_it(tmp_path):
