@@ -159,7 +159,8 @@ def actors_up(url: str, job: str) -> bool:
 def test_dashboard_login_shows_the_job_and_its_actors(ray_cluster, tmp_path, browser):
     url = ray_cluster["dashboard"]
     token = herd("dashboard", "--token").stdout
-    assert token == Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+    assert token.endswith("\n") and token.strip() == Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+    token = token.strip()
     job = submit({**SMALL, "run": {**SMALL["run"], "name": "dashboard"}}, tmp_path)
     try:
         # while the job starts: the login (the app loads the same with or without it)
@@ -179,9 +180,17 @@ def test_dashboard_login_shows_the_job_and_its_actors(ray_cluster, tmp_path, bro
         browser.get(f"{url}/#/jobs/{job}")  # the job's own page: its driver log
         started = f"[herd] job {job}: learner at"
         wait_text(browser, started)
-        line = browser.find_element(  # the innermost element holding that line
-            "xpath", f"//*[contains(., '{started}') and not(*[contains(., '{started}')])]")
-        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", line)
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        for attempt in range(5):  # the log view re-renders as it refreshes: find the line again
+            line = browser.find_element(  # the innermost element holding that line
+                "xpath", f"//*[contains(., '{started}') and not(*[contains(., '{started}')])]")
+            try:
+                browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", line)
+                break
+            except StaleElementReferenceException:
+                if attempt == 4:
+                    raise
         shot(browser, "job-log")
     finally:
         herd("stop", job, check=False)

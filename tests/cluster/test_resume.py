@@ -48,10 +48,11 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     assert saved["received"] > 0 and saved["updates"] > 0 and replay["size"] == saved["inserted"]
 
     # herd evaluate: the checkpoint alone gives a deterministic, repeatable return (the run
-    # folder's and the checkpoint's, side by side: two processes)
+    # folder's final checkpoint and the checkpoint folder, side by side: two processes)
     with ThreadPoolExecutor(2) as pool:
-        ev1, ev2 = pool.map(lambda path: json.loads(herd("evaluate", str(path), "--episodes", "2",
-                                                         "--json").stdout), (runs / job_a, ckpt))
+        ev1, ev2 = pool.map(lambda args: json.loads(herd("evaluate", *args, "--episodes", "2",
+                                                         "--json").stdout),
+                            ((str(runs / job_a), "--final"), (str(ckpt),)))
     assert ev1["mean_return"] == ev2["mean_return"] and ev1["policy_version"] == saved["policy_version"]
     # (not compared with A's final_eval: the learner labels the checkpoint with its last
     # *published* version, but saves the networks as they are, up to publish_every_s later)
