@@ -71,13 +71,6 @@ def learner(spec):
     lrn.stop()
 
 
-@pytest.fixture(scope="module")
-def channel(learner):
-    ch = grpc.insecure_channel(learner.address())
-    yield ch
-    ch.close()
-
-
 def handshake(channel, spec, actor_id):
     return pb_grpc.LearnerStub(channel).Handshake(
         pb.HandshakeRequest(actor_id=actor_id, spec=spec)).session_id

@@ -90,13 +90,6 @@ def learner():
     lrn.stop()
 
 
-@pytest.fixture(scope="module")
-def channel(learner):
-    ch = grpc.insecure_channel(learner.address())
-    yield ch
-    ch.close()
-
-
 def settled(learner) -> dict:
     deadline = time.monotonic() + 10
     while learner.ingest.staging.qsize() and time.monotonic() < deadline:

@@ -95,13 +95,6 @@ def learner():
     lrn.stop()
 
 
-@pytest.fixture(scope="module")
-def channel(learner):
-    ch = grpc.insecure_channel(learner.address())
-    yield ch
-    ch.close()
-
-
 def test_a_privileged_learner_asks_for_the_state_and_trains_on_it(learner, channel):
     actor = StateSender(channel, "ok")
     assert actor.reply.state_dim == DIM

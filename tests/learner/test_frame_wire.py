@@ -53,12 +53,6 @@ def learner():
     lrn.stop()
 
 
-@pytest.fixture(scope="module")
-def channel(learner):
-    with grpc.insecure_channel(learner.address()) as ch:
-        yield ch
-
-
 class Client:
     """One actor process over one PushTransitions stream; batches written by hand."""
 

@@ -34,12 +34,6 @@ def learner(spec):
     lrn.stop()
 
 
-@pytest.fixture(scope="module")
-def channel(learner):
-    with grpc.insecure_channel(learner.address()) as ch:
-        yield ch
-
-
 def session(channel, spec, actor="a", incarnation=0):
     return pb_grpc.LearnerStub(channel).Handshake(
         pb.HandshakeRequest(actor_id=actor, spec=spec, incarnation=incarnation)).session_id
