@@ -19,7 +19,7 @@ from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.test_bad_input import Stream, rows
-from tests.learner.test_frame_learner import PixelActor, pixel_spec, settled, small_cfg
+from tests.learner.test_frame_learner import PixelActor, assert_refused_alone, pixel_spec, settled, small_cfg
 from tests.learner.test_frame_replay import SHAPE, STACK, Actor, Reference
 
 DIM = 5
@@ -127,10 +127,7 @@ def test_a_malformed_state_field_is_rejected_and_nothing_stored(learner, channel
     ack = actor.push(b)
     assert ack.code == IA.value[0] and ack.accepted == 0, ack.message
     assert "frame_state" in ack.message and "\n" not in ack.message
-    after = settled(learner)
-    for key in ("received", "inserted", "frames_received", "bytes_received"):
-        assert after[key] == before[key], key
-    assert after["rejected_batches"] == before["rejected_batches"] + 1
+    assert_refused_alone(learner, before)
     assert actor.push(actor.batch(2)).accepted == 2  # the stream and the actor go on
 
 
