@@ -227,6 +227,12 @@ class ComputeConfig(_Section):
     num_threads: int = Field(1, ge=1)
     """torch CPU threads for the learner process."""
 
+    @field_validator("amp", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):
+        """YAML reads a bare `off` as false: take it as the word it was."""
+        return "off" if v is False else v
+
     @model_validator(mode="after")
     def _compile_options(self):
         if self.compile_options and self.compile_mode != "default":

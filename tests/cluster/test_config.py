@@ -141,3 +141,5 @@ def test_a_bare_yaml_on_off_is_the_word_it_was():
         cfg = parse_config(yaml.safe_load(
             f"env: {{id: Hopper-v5}}\nlearner: {{server: {{ingest_process: {word}}}}}"))
         assert cfg.learner.server.ingest_process == word
+    cfg = parse_config(yaml.safe_load("env: {id: Hopper-v5}\nlearner: {compute: {amp: off}}"))
+    assert cfg.learner.compute.amp == "off"
