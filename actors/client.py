@@ -2,7 +2,10 @@
 
 Nothing is dropped: a batch stays in `pending` until the learner acknowledges it; if the stream
 breaks, the client reconnects with exponential backoff and sends every unacknowledged batch
-again. `push` blocks while `window` batches are unacknowledged, which bounds memory.
+again. A learner that no longer knows the client's session (it forgot an unused one, or
+restarted) answers FAILED_PRECONDITION in the ack: the batch stays pending, the stream ends and
+the client handshakes again and resends. `push` blocks while `window` batches are
+unacknowledged, which bounds memory.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from herd.proto import herd_pb2_grpc as pb_grpc
 
 log = logging.getLogger("herd.actor")
 _CLOSE = object()
+UNKNOWN_SESSION = grpc.StatusCode.FAILED_PRECONDITION.value[0]
+"""A batch's ack code when the learner does not know the batch's session (learner/validate.py):
+the one ack the client answers with a new handshake, never counted rejected."""
 HANDSHAKE_TIMEOUT_S = 60.0
 """A handshake's deadline. A learner that is down refuses the connection at once, one whose
 node died is found by keepalive (proto/keepalive.py): what this waits for is a live learner
@@ -190,6 +196,7 @@ class LearnerClient:
     def _push_loop(self) -> None:
         self._until_listening()
         delay = self.backoff[0]
+        forgotten = False  # the last stream ended on an unknown session: keep backing off
         while not self._closed.is_set():
             try:
                 self._handshake()
@@ -200,10 +207,23 @@ class LearnerClient:
                         outbox.put(batch)
                     self._outbox = outbox
                 self._connected.set()
-                delay = self.backoff[0]
-                for ack in self._push_call(self._requests(outbox), metadata=self._metadata):
-                    self._on_ack(ack)
-                self.disconnects["ended"] += 1
+                if not forgotten:
+                    delay = self.backoff[0]
+                forgotten = False
+                acks = self._push_call(self._requests(outbox), metadata=self._metadata)
+                for ack in acks:
+                    if self._on_ack(ack):
+                        forgotten = True
+                        break
+                if forgotten:
+                    acks.cancel()
+                    self.stats["rehandshakes"] += 1
+                    self.disconnects["FAILED_PRECONDITION: unknown session"] += 1
+                    log.info("learner at %s does not know this actor's session; handshaking again "
+                             "and resending %d batches in ~%.1fs", self._push_address,
+                             len(self._pending), delay)
+                else:
+                    self.disconnects["ended"] += 1
             except grpc.RpcError as e:
                 if self._closed.is_set():
                     return
@@ -227,12 +247,16 @@ class LearnerClient:
             self._closed.wait(delay * (0.5 + random.random()))
             delay = min(delay * 2, self.backoff[1])
 
-    def _on_ack(self, ack: pb.PushAck) -> None:
+    def _on_ack(self, ack: pb.PushAck) -> bool:
+        """Book one ack. True when the learner does not know the batch's session: the batch stays
+        pending, for the stream to end and the next handshake's session to carry it."""
         with self._lock:
+            if ack.code == UNKNOWN_SESSION and ack.seq in self._pending:
+                return True
             batch = self._pending.pop(ack.seq, None)
             sent = self._sent_at.pop(ack.seq, None)
             if batch is None:
-                return
+                return False
             if ack.code == 0:
                 self.stats["acked"] += ack.accepted
                 self.stats["duplicates"] += ack.duplicate  # its first ack was lost in a reconnect
@@ -243,6 +267,7 @@ class LearnerClient:
             if sent is not None:
                 self.push_latency_s = 0.9 * self.push_latency_s + 0.1 * (time.monotonic() - sent)
             self._lock.notify_all()
+            return False
 
     def _watch_loop(self) -> None:
         delay = self.backoff[0]
