@@ -64,10 +64,11 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
     cfg = LearnerConfig.from_saved(state.get("config", {}), device="cpu")  # either layout
     if d.get("frame_stack"):  # a pixel env's learner: the conv encoder's SAC
-        from herd.learner.pixel_sac import PixelSAC
+        from herd.learner.pixel_teacher import make_pixel_sac
 
-        sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"], d["frame_stack"],
-                       action_dim, d["action_low"], d["action_high"], "cpu", d["state_dim"])
+        sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"],
+                             d["frame_stack"], action_dim, d["action_low"], d["action_high"], "cpu",
+                             d["state_dim"])
     else:
         sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, obs_dim, action_dim,
                   d["action_low"], d["action_high"], "cpu")

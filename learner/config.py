@@ -144,6 +144,21 @@ class EncoderConfig(_Section):
     """The critics and their targets read the env's state (what it observes without its camera,
     sent by the actors beside each frame) through an MLP, no conv pass; the actor reads the
     frames, and its loss trains the encoder. The published and exported policy reads frames."""
+    privileged_teacher: bool = False
+    """With privileged_critic: an actor on the state (the teacher) learns beside the critics as
+    a state job's actor does, and the frame actor (the published one) learns to match the
+    teacher's action distribution on the same rows, not from the critics' gradient
+    (learner/pixel_teacher.py)."""
+    teacher_updates: int = Field(1, ge=1)
+    """With privileged_teacher: critic and teacher steps per update, each on its own batch of
+    rows' states (no frame read); the frame actor steps once."""
+
+    @model_validator(mode="after")
+    def _teacher_reads_state(self):
+        if self.privileged_teacher and not self.privileged_critic:
+            raise ValueError("privileged_teacher needs privileged_critic: true (the teacher and "
+                             "its critics read the env's state)")
+        return self
 
 
 class ReplayConfig(_Section):

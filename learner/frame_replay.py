@@ -333,18 +333,29 @@ class FrameReplay:
         """Rows at `idx`: pixels [B, 2, S*C, H, W] uint8 (obs | next_obs stacks, one gather;
         obs and next_obs are its views), the rest fp32; with a state ring obs_state and
         next_state [B, D], the states of the rows' obs and next frames."""
-        b, (c, h, w), a = idx.shape[0], self.frame_shape, self.action_dim
+        b, (c, h, w) = idx.shape[0], self.frame_shape
         newest = self.refs[idx]  # [B, 2]: each row's obs frame and next frame
         slots = self.stacks(newest) % self.frame_capacity  # [B, 2, S]
         pix = self.frames.index_select(0, slots.reshape(-1)).view(b, 2, self.stack * c, h, w)
-        rest = self.rest.index_select(0, idx)
-        out = {"pixels": pix, "obs": pix[:, 0], "next_obs": pix[:, 1], "action": rest[:, :a],
-               "reward": rest[:, a], "terminated": rest[:, a + 1], "discount": rest[:, a + 2]}
+        return {"pixels": pix, "obs": pix[:, 0], "next_obs": pix[:, 1], **self._rows(idx, newest)}
+
+    def _rows(self, idx: torch.Tensor, newest: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What rows at `idx` hold beside their frames: action, reward, terminated, discount and,
+        with a state ring, obs_state and next_state."""
+        a, rest = self.action_dim, self.rest.index_select(0, idx)
+        out = {"action": rest[:, :a], "reward": rest[:, a], "terminated": rest[:, a + 1],
+               "discount": rest[:, a + 2]}
         if self.state_dim:
             state = self.state.index_select(0, (newest % self.frame_capacity).reshape(-1))
-            state = state.view(b, 2, self.state_dim)
+            state = state.view(idx.shape[0], 2, self.state_dim)
             out["obs_state"], out["next_state"] = state[:, 0], state[:, 1]
         return out
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
         return self.gather(self.sample_indices(batch_size))
+
+    def sample_state(self, batch_size: int) -> dict[str, torch.Tensor]:
+        """A uniform batch of rows without their frames (a state ring's: obs_state, next_state,
+        action, reward, terminated, discount), for updates that read no frame."""
+        idx = self.sample_indices(batch_size)
+        return self._rows(idx, self.refs[idx])

@@ -108,7 +108,7 @@ class PixelSAC:
         # what the target lerps toward: the critic optimizer's flat buffer, from the encoder's
         # parameters on (with a target encoder) or from the trunk's
         self._target_src = self.critic_opt.flat[n_enc:]
-        self.modules = tuple(m for m in self.MODULES if getattr(self, m) is not None)
+        self.modules = tuple(m for m in self.MODULES if getattr(self, m, None) is not None)
         for name in self.PIECES:
             setattr(self, name, getattr(self, name + "_eager"))
 
@@ -117,9 +117,9 @@ class PixelSAC:
         background compile); the caller's RNG state is kept."""
         cuda = self.device.type == "cuda"
         with torch.random.fork_rng(devices=[self.device] if cuda else []):
-            twin = PixelSAC(self.cfg, self.enc, self.compute, self.frame_shape, self.frame_stack,
-                            self.actor.action_dim, self.action_low, self.action_high, self.device,
-                            self.state_dim)
+            twin = type(self)(self.cfg, self.enc, self.compute, self.frame_shape,
+                              self.frame_stack, self.actor.action_dim, self.action_low,
+                              self.action_high, self.device, self.state_dim)
         if cuda:
             torch.cuda.synchronize(self.device)
         return twin
@@ -269,6 +269,9 @@ class PixelSAC:
                              f"{'the state' if state.get('privileged_critic') else 'the frames'}; "
                              f"this learner's have learner.encoder.privileged_critic "
                              f"{str(self.privileged).lower()}")
+        if "teacher" in state and "teacher" not in self.modules:
+            raise ValueError("the checkpoint's frame actor learned from a teacher; this learner "
+                             "has learner.encoder.privileged_teacher false")
         for name in self.modules:
             if name not in state:
                 raise ValueError(f"the checkpoint has no {name}: it was trained with another "

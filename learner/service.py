@@ -201,7 +201,7 @@ class Learner:
     def _build_pixels(self, cfg: LearnerConfig, spec: pb.EnvSpec, limiter) -> None:
         """The frame replay and the pixel SAC (learner/frame_replay.py, learner/pixel_sac.py)."""
         from herd.learner.frame_replay import FrameReplay
-        from herd.learner.pixel_sac import PixelSAC
+        from herd.learner.pixel_teacher import make_pixel_sac
         from herd.learner.replay_table import FrameTable
 
         frame_shape = tuple(spec.obs_shape)
@@ -214,9 +214,9 @@ class Learner:
                                   state_dim=spec.state_dim)
         self.table = FrameTable(self.buffer, limiter)
         self.startup_unix["buffer"] = time.time()
-        self.sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, frame_shape, spec.frame_stack,
-                            action_dim, spec.action_low, spec.action_high, self.device,
-                            spec.state_dim)
+        self.sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, frame_shape,
+                                  spec.frame_stack, action_dim, spec.action_low, spec.action_high,
+                                  self.device, spec.state_dim)
 
     def _take(self, limit: int, timeout: float) -> list:
         """Staged blocks for the training thread; none (after `timeout`) while ingest boots."""

@@ -19,7 +19,7 @@ LEARNER_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("basics", frozenset({"row_layout", "replay", "frame_replay", "publisher", "validate",
                           "thread_cpu", "update_gaps", "child_proc"})),
     ("math", frozenset({"networks", "losses", "normalizer", "branches", "flat_adam", "sac",
-                        "encoder", "pixel_sac"})),
+                        "encoder", "pixel_sac", "pixel_teacher"})),
     ("graph", frozenset({"graphed", "precompile"})),
     ("replay and ingest", frozenset({"replay_table", "ingest_stream", "servicer", "server",
                                      "ingest", "ingest_proc", "relay"})),
