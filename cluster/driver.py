@@ -617,6 +617,7 @@ def faults_summary(restarts: list[dict], acked: int, final: dict, actors: list[d
         "actor_reconnects": int(sum(a.get("reconnects", 0) for a in actors)),
         "rejected_batches": int(final.get("rejected_batches", 0)),
         "duplicate_batches": int(final.get("duplicate_batches", 0)),
+        "unknown_session_batches": int(final.get("unknown_session_batches", 0)),
     }
 
 

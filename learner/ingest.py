@@ -118,6 +118,7 @@ def counts(s: LearnerServicer) -> dict:
         "received": s.transitions,
         "rejected_batches": s.rejected,
         "duplicate_batches": s.duplicates,  # resent after a lost ack, not inserted
+        "unknown_session_batches": s.unknown_sessions,  # sent back for a new handshake
         "bytes_received": s.nbytes,
         "mean_policy_lag": float(np.mean(lags)) if lags else 0.0,
         "actors_streaming": len(s.streaming),

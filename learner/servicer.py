@@ -150,6 +150,7 @@ class LearnerServicer(WeightStreams):
         self._ended: collections.OrderedDict[tuple[str, int], float] = collections.OrderedDict()
         self.received: dict[str, int] = {}  # accepted transitions per actor_id
         self.transitions = self.nbytes = self.rejected = self.duplicates = 0
+        self.unknown_sessions = 0  # batches sent back for a new handshake (not invalid: resent)
         self.refused_actors = 0  # handshakes and streams turned away at max_actors
         self.clamped_versions = 0  # batches naming a policy newer than the newest published
         self.lags: collections.deque[int] = collections.deque(maxlen=256)
@@ -307,7 +308,10 @@ class LearnerServicer(WeightStreams):
                 self._active[batch.session_id] += 1
             arrays = validate(batch, session, self.max_batch, self.obs_limit)
         except BatchRejected as e:
-            self.rejected += 1
+            if e.code == grpc.StatusCode.FAILED_PRECONDITION:  # an unknown session: the client
+                self.unknown_sessions += 1                  # handshakes again and resends it
+            else:
+                self.rejected += 1
             return pb.PushAck(seq=batch.seq, code=e.code.value[0], message=e.message)
         key = (session.actor_id, session.incarnation) if session.incarnation else None
         try:
