@@ -97,12 +97,13 @@ def describe(env: gym.Env) -> dict:
     state_dim is the length of what the env observes beside its camera (PixelEnv.state)."""
     pixel_cfg, inner = None, env
     while pixel_cfg is None and isinstance(inner, gym.Wrapper):  # PixelEnv under other wrappers
-        pixel_cfg, inner = getattr(inner, "pixel_config", None), inner.env
+        pixel_cfg = getattr(inner, "pixel_config", None)
+        inner = inner if pixel_cfg else inner.env
     return {
         "obs_shape": tuple(env.observation_space.shape),
         "obs_dtype": "uint8" if pixel_cfg else "float32",
         "frame_stack": pixel_cfg.frame_stack if pixel_cfg else 0,
-        "state_dim": int(np.prod(inner.observation_space.shape)) if pixel_cfg else 0,
+        "state_dim": len(inner.state) if pixel_cfg else 0,
         "action_shape": tuple(env.action_space.shape),
         "action_low": np.asarray(env.action_space.low, np.float32).ravel(),
         "action_high": np.asarray(env.action_space.high, np.float32).ravel(),

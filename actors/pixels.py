@@ -228,7 +228,8 @@ def make_camera(env: gym.Env, camera: str | int | None) -> mujoco.MjvCamera:
 class PixelEnv(gym.Wrapper):
     """One uint8 frame [3, size, size] per step from the env's camera, the action repeated.
 
-    `state` is what the wrapped env observed at the same moment (float32, flat): a learner whose
+    `state` is what the wrapped env observed at the same moment (float32, flat), followed, under
+    env.randomize, by the episode's drawn physics factors (Randomized.physics): a learner whose
     critics read the env's state gets it beside each frame (proto/herd.proto frame_state)."""
 
     def __init__(self, env: gym.Env, cfg: PixelConfig):
@@ -245,7 +246,9 @@ class PixelEnv(gym.Wrapper):
         self._rect = mujoco.MjrRect(0, 0, cfg.size, cfg.size)
         self._rgb = np.empty((cfg.size, cfg.size, 3), np.uint8)  # GL's rows, reused every frame
         self.observation_space = gym.spaces.Box(0, 255, (3, cfg.size, cfg.size), np.uint8)
-        self.state = np.zeros(int(np.prod(env.observation_space.shape)), np.float32)
+        self._physics = getattr(env, "physics", None)  # env.randomize's drawn factors
+        extra = len(self._physics()) if self._physics is not None else 0
+        self.state = np.zeros(int(np.prod(env.observation_space.shape)) + extra, np.float32)
 
     @property
     def camera(self) -> mujoco.MjvCamera:
@@ -263,8 +266,15 @@ class PixelEnv(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
         state, info = self.env.reset(**kwargs)
-        self.state = np.asarray(state, np.float32).ravel()
+        self._set_state(state)
         return self.frame(), info
+
+    def _set_state(self, observed: Any) -> None:
+        observed = np.asarray(observed, np.float32).ravel()
+        if self._physics is None:
+            self.state = observed
+        else:
+            self.state = np.concatenate([observed, self._physics()])
 
     def advance(self, action: Any) -> tuple[float, bool, bool, dict]:
         """step() without its frame: the action repeated, the rewards summed (render_frames
@@ -272,7 +282,7 @@ class PixelEnv(gym.Wrapper):
         total = 0.0
         for _ in range(self.pixel_config.action_repeat):
             state, reward, terminated, truncated, info = self.env.step(action)
-            self.state = np.asarray(state, np.float32).ravel()
+            self._set_state(state)
             total += float(reward)
             if terminated or truncated:
                 break

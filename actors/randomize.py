@@ -29,6 +29,7 @@ _AFFINE = int(mujoco.mjtBias.mjBIAS_AFFINE)
 # each field's own stream: SeedSequence([seed, reset seed, index])
 _STREAM = {name: i for i, name in enumerate(RandomizeConfig.model_fields)
            if name not in ("seed", "heldout_seed", "train")}
+PHYSICS = ("mass", "friction", "damping", "actuator_gain", "gravity")  # what physics() tells
 _UNSEEDED = 1 << 40  # reset seeds of resets given none start here: apart from any explicit one
 
 
@@ -144,11 +145,14 @@ class Randomizer:
             self.camera.azimuth = azimuth + angle[-1, 0]
             self.camera.elevation = elevation + angle[-1, 1]
 
-    def parameters(self) -> np.ndarray:
-        """The current draw as one float32 vector (fields in config order; empty when nominal)."""
-        if not self.last:
-            return np.zeros(0, np.float32)
-        return np.concatenate([self.last[k].ravel() for k in _STREAM if k in self.last]).astype(np.float32)
+    def physics(self) -> np.ndarray:
+        """The episode's physics as drawn: the factors of the physics fields set in the config,
+        flat, in config order (1 where the model is as written, e.g. after `apply(None)`). A
+        learner whose critics read the state gets them after what the env observes."""
+        shapes = self._shapes()
+        parts = [np.asarray(self.last.get(k, np.ones(shapes[k])), np.float32).ravel()
+                 for k in PHYSICS if getattr(self.cfg, k) is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
 
 class Randomized(gym.Wrapper):
@@ -170,3 +174,7 @@ class Randomized(gym.Wrapper):
         r = self.randomizer
         r.apply(r.draw(self._unseeded if seed is None else int(seed)))
         return self.env.reset(seed=seed, options=options)
+
+    def physics(self) -> np.ndarray:
+        """This episode's physics factors (Randomizer.physics)."""
+        return self.randomizer.physics()

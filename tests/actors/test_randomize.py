@@ -114,6 +114,28 @@ def test_a_randomized_frame_differs_from_the_nominal_one(kind):
     assert not np.array_equal(looks.reset(seed=12)[0], frames[1])
 
 
+def test_the_state_a_privileged_critic_reads_ends_with_the_drawn_physics():
+    from herd.actors.envs import describe
+
+    plain = make_env(cfg_of("own robot", pixels=True))
+    env = make_env(cfg_of("own robot", pixels=True, **only(("mass", "actuator_gain"))))
+    looks = make_env(cfg_of("own robot", pixels=True, **only(VISUAL)))
+    observed = len(plain.state)
+    model = env.unwrapped.model
+    extra = (model.nbody - 1) + model.nu  # a factor per body's mass and per actuator's gain
+    assert describe(env)["state_dim"] == observed + extra == len(env.state)
+    assert describe(looks)["state_dim"] == observed  # the looks are not the critics' business
+    env.reset(seed=5)
+    draw = env.env.randomizer.draw(5)
+    np.testing.assert_allclose(env.state[observed:], np.concatenate(
+        [draw["mass"].ravel(), draw["actuator_gain"].ravel()]), rtol=1e-6)
+    env.step(env.action_space.sample())  # every step's state carries the episode's factors
+    np.testing.assert_allclose(env.state[observed:observed + model.nbody - 1], draw["mass"].ravel(),
+                               rtol=1e-6)
+    env.env.randomizer.apply(None)
+    np.testing.assert_array_equal(env.env.physics(), np.ones(extra, np.float32))
+
+
 def test_a_free_camera_is_jittered_and_restored():
     """InvertedPendulum is seen through gymnasium's free camera, not one of the model's."""
     env = make_env(cfg_of("gymnasium", pixels=True, **only(("camera_pos", "camera_angle"))))
