@@ -43,3 +43,4 @@ def test_the_example_trains_the_arm_randomized_from_its_camera():
     cfg = load_config(ROOT / "examples" / "myrobot" / "myrobot-pixels.yaml")
     assert cfg.env.pixels.camera == "top" and cfg.env.randomize is not None
     assert cfg.env.randomize.mass == (0.8, 1.2)  # the defaults: `randomize: {}`
+    assert cfg.learner.encoder.privileged_critic  # the critics read the state and the physics
