@@ -53,7 +53,8 @@ KINDS = [
     Kind("pixels", r"pixels-", ("best_eval_return", "best eval return"), "Pixels",
          "Learning from camera frames (`bench/pixels.py`): each arm a job of the config with one "
          "change, per seed; frames_per_s counts rendered frames.",
-         ("env", "arm", "seed", "seconds_to_500", "best_eval_return", "best_eval_at_s",
+         ("env", "arm", "seed", "target_return", "seconds_to_target", "seconds_to_500",
+          "best_eval_return", "best_eval_at_s",
           "final_eval_return", "frames_per_s")),
     Kind("pixel policy", r"pixel-policy-", ("ms_per_frame", "ms per frame"), "Pixels",
          "The conv policy acting on an actor's CPU (`bench/pixel_policy.py`).",
