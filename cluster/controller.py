@@ -204,8 +204,13 @@ class Controller:
                 del self.actors[actor_id]
         waiting = self._waiting_for_resources(victims)
         stopping = [(a, h) for a, h in victims if a not in waiting]
-        refs = [h.stop.remote() for _, h in stopping]
-        done = set(ray.wait(refs, num_returns=len(refs), timeout=timeout)[0]) if refs else set()
+        let_go = bool(stopping) and self._learner_lets_go(True)  # what they hold goes in
+        try:
+            refs = [h.stop.remote() for _, h in stopping]
+            done = set(ray.wait(refs, num_returns=len(refs), timeout=timeout)[0]) if refs else set()
+        finally:
+            if let_go:
+                self._learner_lets_go(False)
         for (actor_id, handle), ref in zip(stopping, refs):
             try:
                 if ref not in done:
@@ -227,6 +232,16 @@ class Controller:
         self._last_seen = {a: v for a, v in self._last_seen.items() if a in self.actors}
         return {"actors": len(self.actors), "removed": len(victims) - len(waiting),
                 "cancelled": len(waiting), **self.resource_note()}
+
+    def _learner_lets_go(self, leaving: bool) -> bool:
+        """Learner.let_go: while actors stop, the replay ratio does not hold their last batches
+        back. False where the learner did not answer (restarting: the actors' stop waits)."""
+        try:
+            ray.get(self.learner.let_go.remote(leaving), timeout=10)
+            return True
+        except Exception as e:  # noqa: BLE001 -- the scale goes on; the actors' flush may wait
+            log.warning("the learner did not answer let_go(%s): %r", leaving, e)
+            return False
 
     def _beyond_capacity(self, n: int) -> str | None:
         """Why `n` actors could never all be placed on this cluster (cluster/capacity.py's

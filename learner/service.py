@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -169,6 +170,7 @@ class Learner:
             self._starting = None
         self.ingest: Ingest | IngestProcess | None = None
         limiter = RateLimiter(replay.ratio, replay.ratio_tolerance, replay.min_size)
+        self._ratio_lock, self._wound_down, self._leaving = threading.Lock(), False, 0
         if self.pixels:
             self._build_pixels(cfg, spec, limiter)
         else:
@@ -504,7 +506,21 @@ class Learner:
     def wind_down(self) -> None:
         """The job ends: inserts stop waiting for updates (the replay ratio lets go), so that
         actors held back by it deliver what they stepped before they stop."""
-        self.table.limiter.ratio = None
+        with self._ratio_lock:
+            self._wound_down = True
+            self._set_ratio()
+
+    def let_go(self, leaving: bool) -> None:
+        """Actors are leaving (a scale-down; `leaving` false: they are gone): while any are,
+        inserts stop waiting for updates, so that what they stepped goes in before they stop;
+        then the replay ratio holds again (the updates catch up with the rows let in)."""
+        with self._ratio_lock:
+            self._leaving = max(0, self._leaving + (1 if leaving else -1))
+            self._set_ratio()
+
+    def _set_ratio(self) -> None:
+        let_go = self._wound_down or self._leaving > 0
+        self.table.limiter.ratio = None if let_go else self.cfg.replay.ratio
 
     def stop(self) -> dict:
         """Stop serving and training; what was accepted is inserted before returning."""

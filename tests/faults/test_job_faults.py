@@ -1,12 +1,11 @@
 """A job whose env actor's worker is killed while it scales still ends with its summary, a
-final checkpoint and exact books, and a stop while the replay ratio holds the actors back
-delivers every step.
+final checkpoint and exact books, and a scale-down and a stop while the replay ratio holds the
+actors back deliver every step.
 
 The worker is killed (SIGKILL, as the raylet's memory monitor does) while a scale adds actors,
 in a job whose replay ratio binds (a 0.5-CPU learner asked for 1,000 updates per row: the actors'
 windows stay full, the batches in them would take minutes of updates to let in; staging of 4
-batches, so that it binds soon); then `herd
-stop`. Every stepped transition of the processes that stopped is delivered, the killed one
+batches, so that it binds soon); then `herd scale` to 1 actor, then `herd stop`. Every stepped transition of the processes that stopped is delivered, the killed one
 counts with what the learner accepted from it: steps = acked = received = inserted, and no
 actor logs an error at its stop. (The job's controller killed while it scales:
 tests/cluster/test_scale_steady.py.)
@@ -81,6 +80,11 @@ def test_a_killed_worker_mid_scale_and_a_stop_under_the_limiter_lose_nothing(ray
         restarted = next(a for a in s["actors"] if a["actor_id"] == victim["actor_id"])
         assert restarted["pid"] != victim["pid"]
         wait_for(lambda: held_back(job), 90, "both actors held back by the replay ratio", poll=1)
+        # a scale-down while the ratio holds: the leaving actor's batches go in before it stops
+        t0 = time.monotonic()
+        scaled = herd("scale", job, "--actors", "1")
+        print(f"scale 2 -> 1 under the limiter: {time.monotonic() - t0:.1f} s")
+        assert "1 actors" in scaled.stdout, scaled.stdout
     finally:
         herd("stop", job, check=False)
     summary = summary_of(tmp_path, job)
