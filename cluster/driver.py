@@ -458,6 +458,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             periodic.poll(ls, now)
             row = progress_row(st, periodic.last_return(), now - start, recent[0])
             row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
+            row["eval_heldout_return"] = periodic.last_heldout_return()
             steps = actor_steps(st["actors"])
             rates = actor_rates(steps, now, recent)
             recent.append((now, ls["received"], ls["updates"], steps))

@@ -12,11 +12,14 @@ COLUMNS = (
     "replay_size", "policy_version", "policy_lag", "actors", "train_return", "eval_return",
     "critic_loss", "actor_loss", "alpha", "entropy", "rejected_batches", "gpu_mem_allocated",
     "gpu_mem_reserved", "eval_contact_cost", "frames_received", "rows_unresolved",
+    "eval_heldout_return",
 )
 """eval_contact_cost: the last evaluation's mean summed contact cost per episode, a positive
 number (herd.evaluation); empty for an env without one. frames_received, rows_unresolved: a
 pixel env's frames in the learner's frame ring and rows dropped because a frame they name was
-gone (0 for a state env). Each appended, so older files' columns keep their places."""
+gone (0 for a state env). eval_heldout_return: the last evaluation's mean return on env.randomize's
+held-out draws (empty without env.randomize). Each appended, so older files' columns keep their
+places."""
 
 
 class MetricsWriter:

@@ -102,6 +102,11 @@ class PeriodicEvals:
         for an env without one: metrics.csv's eval_contact_cost beside eval_return."""
         return self.evals[-1].get("mean_contact_cost") if self.evals else None
 
+    def last_heldout_return(self) -> float | None:
+        """The last evaluation's mean return on env.randomize's held-out draws (None without
+        env.randomize): metrics.csv's eval_heldout_return beside eval_return."""
+        return self.evals[-1].get("heldout_mean_return") if self.evals else None
+
     def _take(self) -> tuple:
         """The policy to evaluate next and whether its full state is saved beside it (CANDIDATE):
         an evaluation that turns out the run's best then keeps that state as checkpoint-best/, so

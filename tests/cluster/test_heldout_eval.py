@@ -86,3 +86,24 @@ def test_a_job_trained_on_the_written_model_is_still_evaluated_on_heldout_draws(
     assert np.array_equal(env.unwrapped.model.body_mass, make_env(arm(None)).unwrapped.model.body_mass)
     policy = Linear(10)
     assert evaluate(untrained, policy, 3) == evaluate(arm(randomize), policy, 3)
+
+
+def test_the_last_heldout_return_goes_to_metrics_csv(tmp_path):
+    import csv
+
+    from herd.metrics import COLUMNS, MetricsWriter
+    from herd.periodic_eval import PeriodicEvals
+
+    periodic = PeriodicEvals(None, None, tmp_path, every_s=1.0, start=0.0, timeline=None, checkpoint_errors=[])
+    assert periodic.last_heldout_return() is None  # no evaluation yet
+    periodic.evals += [{"mean_return": 50.0, "heldout_mean_return": 41.5}]
+    assert periodic.last_heldout_return() == 41.5
+    periodic.evals.append({"mean_return": 52.0})  # an env without env.randomize
+    assert periodic.last_heldout_return() is None
+    assert COLUMNS[-1] == "eval_heldout_return"  # appended: older files' columns keep their places
+    writer = MetricsWriter(tmp_path)
+    writer.write({"time_s": 1.0, "env_steps": 10, "eval_return": 50.0, "eval_heldout_return": 41.5})
+    writer.write({"time_s": 2.0, "env_steps": 20, "eval_return": 52.0, "eval_heldout_return": None})
+    writer.close()
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        assert [r["eval_heldout_return"] for r in csv.DictReader(f)] == ["41.5", ""]
