@@ -23,7 +23,7 @@ def test_every_argument_of_submit_says_what_it_is():
 def test_an_actors_steps_per_s_is_over_the_headers_window():
     """The driver's row gives each actor's rate over the window of the job's own (10 s); the
     actor's own rate is since whoever asked it last (0 after a call a moment earlier)."""
-    from herd.driver import actor_rates
+    from herd.progress import actor_rates
 
     window = [(100.0, 0, 0, {"actor-0": 1000, "actor-1": 5000, "actor-2": 900}),
               (105.0, 0, 0, {"actor-0": 3000, "actor-1": 100, "actor-2": 900, "actor-3": 0})]

@@ -72,7 +72,7 @@ def test_a_dead_controllers_actors_count_as_killed_even_unpolled():
 
 def test_a_submitted_count_beyond_the_ceiling_is_capped_with_a_warning():
     from herd.config import parse_config
-    from herd.driver import within_capacity
+    from herd.job_setup import within_capacity
 
     cfg = parse_config({"env": {"id": "InvertedPendulum-v5"},
                         "actors": {"num_actors": 100_000, "num_cpus": 0.5}}, "test")

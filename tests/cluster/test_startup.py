@@ -7,7 +7,7 @@ import torch
 import yaml
 
 from herd.config import parse_config
-from herd.driver import fixed_port, known_address
+from herd.job_setup import fixed_port, known_address
 from tests.jobs import SMALL, herd, small_learner
 
 
@@ -164,7 +164,7 @@ def test_the_driver_takes_its_env_from_herd_submits_file(tmp_path, monkeypatch) 
     import sys
 
     from herd.cli import write_driver_env
-    from herd.driver import env_from_file
+    from herd.job_setup import env_from_file
 
     monkeypatch.setenv("HERD_HOME", str(tmp_path / "herd"))
     monkeypatch.setenv("HERD_SUBMIT_UNIX", "1.0")  # replaced by the file's, restored after

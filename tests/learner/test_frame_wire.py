@@ -218,9 +218,9 @@ def test_frame_counters_reach_get_status_herd_status_and_metrics_csv(learner, ch
 
     from rich.console import Console
 
-    from herd.driver import progress_row
     from herd.live import status_view
     from herd.metrics import MetricsWriter
+    from herd.progress import progress_row
 
     a = Client(channel, "counted", uid=8)
     before = settled(learner)

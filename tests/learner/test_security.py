@@ -168,7 +168,7 @@ def test_checkpoint_holds_no_token(make_learner, tmp_path):
 
 def test_driver_makes_a_per_job_token_and_redacts_it():
     from herd.config import parse_config
-    from herd.driver import REDACTED, redacted, secure
+    from herd.job_setup import REDACTED, redacted, secure
 
     local = parse_config({"env": {"id": "InvertedPendulum-v5"}})
     assert secure(local).learner.server.token is None  # loopback: no token needed
@@ -190,7 +190,7 @@ def test_a_configured_token_travels_in_a_private_file_not_in_env_vars(tmp_path, 
 
     from herd.cli import write_token_file
     from herd.config import parse_config
-    from herd.driver import token_from_file
+    from herd.job_setup import token_from_file
 
     monkeypatch.setenv("HOME", str(tmp_path))
     path = write_token_file("herd-x-1", TOKEN)
