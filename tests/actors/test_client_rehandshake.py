@@ -20,19 +20,9 @@ from herd.actors.client import LearnerClient
 from herd.learner.servicer import LearnerServicer
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
+from tests.learner.test_backpressure import _rows
 
 BOUND = 4
-
-
-def _rows(n, seed):
-    rng = np.random.default_rng(seed)
-    return {
-        "obs": rng.normal(size=(n, 4)).astype(np.float32),
-        "action": rng.uniform(-3, 3, (n, 1)).astype(np.float32),
-        "reward": np.full(n, seed, np.float32),
-        "next_obs": rng.normal(size=(n, 4)).astype(np.float32),
-        "terminated": np.zeros(n, np.uint8),
-    }
 
 
 def _wait(ok, timeout=10.0):
