@@ -16,6 +16,9 @@ twice its mean by turns."""
 
 
 def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tuple) -> dict:
+    """One metrics row (cluster/metrics.py's COLUMNS) from the controller's status `st`, the
+    last evaluation's return and the seconds since the start; rates are since `prev`, the oldest
+    sample of the rate window: (time, received, updates, actors' steps)."""
     ls, actors = st["learner"], st["actors"]
     dt = max(time.monotonic() - prev[0], 1e-9)
     returns = [a["mean_return"] for a in actors if a.get("mean_return") is not None]
@@ -47,6 +50,7 @@ def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tupl
 
 
 def actor_steps(actors: list[dict]) -> dict[str, int]:
+    """Env steps so far by actor_id, of the actors that report them."""
     return {a["actor_id"]: a["steps"] for a in actors if "steps" in a}
 
 
@@ -67,6 +71,7 @@ def actor_rates(steps: dict[str, int], now: float, window: list[tuple]) -> dict[
 
 
 def format_row(r: dict) -> str:
+    """A metrics row as the one line the driver's log prints per log tick."""
     fmt = lambda v: "-" if v is None else f"{v:.1f}"
     return (f"[herd] t={r['time_s']:.0f}s steps={r['env_steps']} ({r['env_steps_per_s']:.0f}/s) "
             f"updates={r['updates']} ({r['updates_per_s']:.0f}/s) buffer={r['replay_size']} "
