@@ -22,6 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 
+def yaml_word(v):
+    """YAML reads a bare on/off as a boolean: take it as the word it was (fields whose values
+    are words such as 'on' and 'off')."""
+    return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -242,11 +248,7 @@ class ComputeConfig(_Section):
     num_threads: int = Field(1, ge=1)
     """torch CPU threads for the learner process."""
 
-    @field_validator("amp", mode="before")
-    @classmethod
-    def _yaml_off(cls, v):
-        """YAML reads a bare `off` as false: take it as the word it was."""
-        return "off" if v is False else v
+    _yaml_amp = field_validator("amp", mode="before")(lambda v: yaml_word(v))
 
     @model_validator(mode="after")
     def _compile_options(self):
@@ -291,11 +293,7 @@ class ServerConfig(_Section):
     publish_every_s: float = Field(0.5, gt=0)
     """Seconds between weight publications to the actors."""
 
-    @field_validator("ingest_process", mode="before")
-    @classmethod
-    def _yaml_on_off(cls, v):
-        """YAML reads a bare on/off as a boolean: take it as the word it was."""
-        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+    _yaml_ingest_process = field_validator("ingest_process", mode="before")(lambda v: yaml_word(v))
 
     @model_validator(mode="after")
     def _tls_pair(self):
