@@ -1,0 +1,223 @@
+"""The pixel update alone: how many DrQ-style SAC updates per second the learner makes from frames.
+
+The pixel twin of bench/learner.py: PixelSAC (learner/pixel_sac.py) on a frame replay
+(learner/frame_replay.py) prefilled on the device with random frames and rows, so that it
+measures the update (the stack gather, the random shift, the conv encoder, the critics, the actor,
+both Adams, the Polyak step), not ingest. Each row is a learner setting over a config's own
+(`--config`, default configs/walker-walk-pixels.yaml: 84x84, 3 frames, walker's 6 actions),
+timed for `--seconds` after its capture. `--profile` adds the longest kernels of each row.
+
+    python bench/pixel_learner.py                                  # every row (~2 min on an H100)
+    python bench/pixel_learner.py --rows base,x4 --profile         # two rows, with kernels
+    python bench/pixel_learner.py --quick                          # 32x32 frames, on the CPU
+
+One flat record per row in bench/results/pixel-learner-<machine>.json: row, batch, amp, graph,
+compile, updates_per_call, updates_per_s, samples_per_s, us_per_update, setup_s, the learner
+settings of the row, GPU memory, machine, torch, command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: bench/ must not shadow the learner's modules
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
+
+import torch
+import yaml
+
+from bench.common import console, header, result_path, save
+from herd.learner.config import SECTION_OF, LearnerConfig
+from herd.learner.frame_replay import FrameReplay
+from herd.learner.graphed import GraphedUpdate, configure_backends
+from herd.learner.pixel_teacher import make_pixel_sac
+from herd.learner.replay import memory_metrics
+
+ROWS = {
+    # name: learner settings over the config's
+    "base": {},
+    "x4": {"updates_per_call": 4},
+    "no-target-encoder": {"target_encoder": False},
+    "x4-no-target-encoder": {"updates_per_call": 4, "target_encoder": False},
+    "compile": {"compile": True},
+    "fp32": {"amp": "off"},
+    "eager": {"cuda_graph": False},
+    "batch512": {"pixel_batch_size": 512},
+    "privileged": {"privileged_critic": True},
+}
+WALKER_STATE_DIM = 24  # dm_control walker's observation: orientations 14, height 1, velocity 9
+
+
+def config_settings(path: str) -> dict:
+    """The learner settings a config file sets, flat (LearnerConfig.flat's names)."""
+    learner = (yaml.safe_load(Path(path).read_text()) or {}).get("learner", {})
+    return {k: v for section in learner.values() if isinstance(section, dict)
+            for k, v in section.items() if k in SECTION_OF}
+
+
+def prefill(rb: FrameReplay, seed: int = 1) -> None:
+    """Random frames in every slot, one episode through the whole ring, every row alive."""
+    g = torch.Generator(rb.device).manual_seed(seed)
+    for chunk in torch.arange(rb.frame_capacity, device=rb.device).split(4096):
+        rb.frames[chunk] = torch.randint(0, 256, (len(chunk), *rb.frame_shape), generator=g,
+                                         device=rb.device, dtype=torch.uint8)
+    n = rb.frame_capacity
+    rb.gid.copy_(torch.arange(n, device=rb.device))
+    rb.prev.copy_(torch.arange(n, device=rb.device) - 1)
+    rows = torch.arange(rb.capacity, device=rb.device)
+    rb.refs.copy_(torch.stack([rows, rows + 1], 1))
+    a = rb.action_dim
+    rb.rest[:, :a].uniform_(-1, 1, generator=g)
+    rb.rest[:, a].uniform_(0, 1, generator=g)
+    rb.rest[:, a + 1] = 0.0
+    rb.rest[:, a + 2] = 0.99 ** 3
+    rb.state.normal_(generator=g)
+    rb.window_t.copy_(torch.tensor([0, rb.capacity], device=rb.device))
+    rb.size = rb.inserted = rb.capacity
+    rb.written = n
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict, FrameReplay]:
+    cfg = LearnerConfig.flat(**{**args.base, "device": device.type, "capacity": args.capacity,
+                                **settings, **args.sets})
+    configure_backends(device, cfg.compute.tf32)
+    state_dim = WALKER_STATE_DIM if cfg.encoder.privileged_critic else 0
+    rb = FrameReplay(cfg.replay.capacity, args.frame_shape, args.stack, args.act, device,
+                     state_dim=state_dim)
+    prefill(rb)
+    sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, args.frame_shape, args.stack,
+                         args.act, [-1.0] * args.act, [1.0] * args.act, device, state_dim)
+    cuda = device.type == "cuda"
+    k = cfg.compute.updates_per_call if cuda and cfg.compute.cuda_graph else 1
+    step = GraphedUpdate(sac, rb, k, compile_mode=cfg.compute.compile_mode
+                         if cfg.compute.compile and cuda else None, in_flight=cfg.compute.graphs_in_flight)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter()
+    step()  # capture (and compile) happen here
+    step()
+    sync(device)
+    setup_s = time.perf_counter() - t0
+    calls, elapsed, chunk = 0, 0.0, 1
+    t0 = time.perf_counter()
+    while elapsed < args.seconds:
+        for _ in range(chunk):
+            out = step()
+        sync(device)
+        calls += chunk
+        elapsed = time.perf_counter() - t0
+        chunk = min(chunk * 2, 64)
+    ups = calls * k / elapsed
+    batch = cfg.encoder.pixel_batch_size
+    rec = dict(row=name, batch=batch, amp=cfg.compute.amp if cuda else "off",
+               graph=step.use_graph, compile=bool(cfg.compute.compile and cuda),
+               updates_per_call=k, target_encoder=cfg.encoder.target_encoder,
+               privileged_critic=cfg.encoder.privileged_critic,
+               updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
+               us_per_update=round(1e6 / ups, 1), setup_s=round(setup_s, 2),
+               finite=bool(torch.isfinite(out).all()), **memory_metrics(device))
+    if args.profile:
+        rec["profile"] = profile(step, k, device)
+    return rec, rb
+
+
+def profile(step, k: int, device: torch.device, calls: int = 20) -> dict:
+    """Kernels per update and the longest of them, from a profiler trace of `calls` calls."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as prof
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync(device)
+    with prof(activities=acts) as p:
+        for _ in range(calls):
+            step()
+        sync(device)
+    kind = "CUDA" if device.type == "cuda" else "CPU"
+    events = [e for e in p.key_averages() if e.device_type.name == kind]
+    time_of = (lambda e: e.self_device_time_total) if kind == "CUDA" else (lambda e: e.self_cpu_time_total)
+    per = calls * k
+    top = sorted(events, key=lambda e: -time_of(e))[:15]
+    return {"kernels_per_update": round(sum(e.count for e in events) / per, 1),
+            "kernel_us_per_update": round(sum(time_of(e) for e in events) / per, 1),
+            "top": [{"kernel": e.key[:100], "calls_per_update": round(e.count / per, 2),
+                     "us_per_update": round(time_of(e) / per, 2)} for e in top]}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="configs/walker-walk-pixels.yaml")
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma list of {', '.join(ROWS)}")
+    ap.add_argument("--seconds", type=float, default=None, help="timed seconds per row")
+    ap.add_argument("--pixels", type=int, default=None, help="frame size (default: the config's)")
+    ap.add_argument("--capacity", type=int, default=None, help="replay rows, prefilled")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a learner setting on every row (YAML value)")
+    ap.add_argument("--profile", action="store_true", help="the longest kernels of each row")
+    ap.add_argument("--quick", action="store_true", help="32x32 frames, small sizes: the CPU")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    env = (yaml.safe_load(Path(args.config).read_text()) or {}).get("env", {})
+    px = env.get("pixels", {})
+    size = args.pixels or (32 if args.quick else px.get("size", 84))
+    args.frame_shape, args.stack, args.act = (3, size, size), px.get("frame_stack", 3), 6
+    args.base = config_settings(args.config)
+    args.sets = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in SECTION_OF or not _:
+            raise SystemExit(f"--set {item}: expected FIELD=VALUE with a learner field")
+        args.sets[key] = yaml.safe_load(value)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if args.quick or not cuda:
+        args.base.update(pixel_batch_size=32, pixel_hidden_sizes=(64, 64), feature_dim=16,
+                         channels=8)
+    args.capacity = args.capacity or (2_000 if args.quick else 100_000)
+    args.seconds = args.seconds or (0.5 if args.quick else 3.0)
+    info = header("pixel SAC update")
+    console.print(f"  {args.config}: frames {args.frame_shape} x{args.stack}, "
+                  f"replay {args.capacity:,} rows (prefilled)")
+    torch._dynamo.config.cache_size_limit = 64
+    records = []
+    path = result_path("pixel-learner", args.out, args.quick)
+    for name in args.rows.split(","):
+        if name not in ROWS:
+            raise SystemExit(f"--rows: no row {name!r} (rows: {', '.join(ROWS)})")
+        if not cuda and ROWS[name].get("compile"):
+            continue  # compile without the graph is not what a CPU learner runs
+        base = dict(**info, env=env.get("id"), pixels=size, frame_stack=args.stack,
+                    config=args.config, **args.sets)
+        rb = None
+        try:
+            rec, rb = measure(name, ROWS[name], args, device)
+            rec = {**base, **rec}
+            console.print(f"  {name:22s} batch {rec['batch']}: {rec['updates_per_s']:8.1f} updates/s"
+                          f"  {rec['us_per_update']:8.1f} us/update  (setup {rec['setup_s']} s)")
+            for t in rec.get("profile", {}).get("top", []):
+                console.print(f"      {t['us_per_update']:9.1f} us  x{t['calls_per_update']:<5} {t['kernel']}")
+        except Exception as e:  # noqa: BLE001 - one broken row must not cost the table
+            rec = {**base, "row": name, "error": f"{type(e).__name__}: {e}"[:500]}
+            console.print(f"  [red]{name} failed: {rec['error']}[/]")
+        records.append(rec)
+        save(records, path)
+        del rb
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    console.print(f"wrote {path}")
+    return records
+
+
+if __name__ == "__main__":
+    main()
