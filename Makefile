@@ -30,8 +30,8 @@ setup: $(BIN)/.installed ## venv + pinned installs (idempotent)
 cluster-up: setup ## local Ray head, dashboard on 127.0.0.1:8265
 	$(HERD) up
 
-cluster-down: setup
-	$(HERD) down
+cluster-down: setup ## wind running jobs down (summary, final checkpoint, books; GRACE=seconds), then stop the local Ray head; FORCE=1 skips the wind-down
+	$(HERD) down $(if $(GRACE),--grace $(GRACE)) $(if $(FORCE),--force)
 
 train: cluster-up ## submit CONFIG as a Ray job and follow it
 	$(HERD) submit $(CONFIG) --follow

@@ -14,14 +14,14 @@ from __future__ import annotations
 import importlib
 
 _API = {
-    "submit": "herd.api", "Job": "herd.api", "HerdError": "herd.api",
+    "submit": "herd.api", "Job": "herd.api", "HerdError": "herd.api", "down": "herd.api",
     "load_policy": "herd.export", "export_policy": "herd.export", "Policy": "herd.export",
     "evaluate": ("herd.evaluation", "evaluate_checkpoint"),
     "load_config": "herd.config", "ConfigError": "herd.config", "JobConfig": "herd.config",
 }
 
-__all__ = ["ConfigError", "HerdError", "Job", "JobConfig", "Policy", "evaluate", "export_policy",
-           "load_config", "load_policy", "submit"]
+__all__ = ["ConfigError", "HerdError", "Job", "JobConfig", "Policy", "down", "evaluate",
+           "export_policy", "load_config", "load_policy", "submit"]
 
 
 def __getattr__(name: str):

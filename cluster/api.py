@@ -140,3 +140,22 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
     except (UserError, local.NotAuthorized, ConnectionError) as e:
         raise HerdError(str(e).strip().splitlines()[0]) from None
     return Job(job_id, run_dir, client, address)
+
+
+def down(grace_s: float | None = None, force: bool = False) -> list[dict]:
+    """`herd down`: every running Herd job of the cluster `herd up` started is wound down within
+    `grace_s` seconds (default herd.teardown.DEFAULT_GRACE_S: summary.json, final checkpoint, books),
+    then the cluster stops; with `force`, at once, nothing wound down. One record per job:
+    job_id, run_dir, wound_down and the line `herd down` prints. HerdError when no cluster
+    started by `herd up` is on record."""
+    from herd.teardown import DEFAULT_GRACE_S, down_cluster
+
+    local.align_auth_mode()
+    try:
+        jobs = down_cluster(DEFAULT_GRACE_S if grace_s is None else grace_s, force,
+                            say=lambda line: None)
+    except ValueError as e:
+        raise HerdError(str(e)) from None
+    if jobs is None:
+        raise HerdError(f"no cluster started by `herd up` on record ({local.cluster_file()})")
+    return jobs

@@ -6,6 +6,7 @@ read checkpoints through these."""
 from __future__ import annotations
 
 import pickle
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,33 @@ def resolve_checkpoint(path: str | Path) -> Path:
         if (cand / "model.pt").is_file():
             return cand
     raise FileNotFoundError(f"{path}: no checkpoint here (expected model.pt or checkpoint/model.pt)")
+
+
+RESUMABLE = ("checkpoint", "checkpoint-best")
+"""The folders of a run that `herd submit --resume runs/<job>` takes the newest of: the last
+(periodic or final) checkpoint, and the full state of the best evaluation."""
+
+
+def newest_checkpoint(path: str | Path) -> tuple[Path, str]:
+    """The checkpoint `--resume PATH` continues from, and why that one: PATH itself when it
+    holds model.pt, else the newest (by model.pt's time) of PATH's checkpoint/ and
+    checkpoint-best/ (a run stopped without a wind-down may have only the latter)."""
+    p = Path(path)
+    if (p / "model.pt").is_file():
+        return p, "named"
+    if p.name == "model.pt" and p.is_file():
+        return p.parent, "named"
+    found = [p / name for name in RESUMABLE if (p / name / "model.pt").is_file()]
+    if not found:
+        raise FileNotFoundError(f"{path}: no checkpoint here (looked for model.pt, "
+                                f"{'/model.pt, '.join(RESUMABLE)}/model.pt)")
+    newest = max(found, key=lambda d: (d / "model.pt").stat().st_mtime)
+    age = time.time() - (newest / "model.pt").stat().st_mtime
+    why = f"the newest checkpoint there, saved {age:.0f} s ago"
+    if len(found) > 1:
+        other = next(d for d in found if d != newest)
+        why += f"; {other.name}/ is older"
+    return newest, why
 
 
 def job_env_config(ckpt: Path) -> EnvConfig:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from herd import local
 from herd.ray_errors import failure_line
+from herd.teardown import DEFAULT_GRACE_S
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
@@ -171,12 +172,18 @@ def cmd_dashboard(args) -> int:
 
 
 def cmd_down(args) -> int:
-    if not local.down():
+    from herd.teardown import down_cluster
+
+    if args.grace < 0:
+        raise UserError(f"--grace must be 0 or more seconds, got {args.grace:g}")
+    jobs = down_cluster(args.grace, args.force, say=lambda line: print(line, flush=True))
+    if jobs is None:
         print(f"herd: no cluster started by `herd up` on record ({local.cluster_file()}); "
               "nothing stopped (`ray stop` would stop every Ray cluster of this user)",
               file=sys.stderr)
         return 0
-    print("Ray stopped (the cluster `herd up` started)")
+    print("Ray stopped (the cluster `herd up` started" + (f"; {len(jobs)} job(s) above)" if jobs else
+                                                          "; no job was running)"))
     return 0
 
 
@@ -202,7 +209,8 @@ def cmd_submit(args) -> int:
 
 def submit_job(args, warn=None):
     """`herd submit` and herd.submit: validate, then hand the job to Ray. Returns (client,
-    job id, run directory, resumed checkpoint); raises ConfigError / EnvError / UserError.
+    job id, run directory, the resumed checkpoint with why that one); raises ConfigError /
+    EnvError / UserError.
     `warn(line)` is told what the user should read before the job runs."""
     submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
     from herd import usercode
@@ -234,7 +242,7 @@ def submit_job(args, warn=None):
             raise UserError(f"--actor-resources must be a JSON object of numbers, e.g. "
                             f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}") from None
         job_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
-    resume = check_resume(args.resume, cfg) if args.resume else None
+    resume, resume_why = check_resume(args.resume, cfg) if args.resume else (None, None)
     # code to upload (a local --working-dir / --py-modules) needs Ray's own client
     client = job_client(args, rest=not any(runtime_env.get(k) for k in ("working_dir", "py_modules")))
     if cfg.learner.compute.device == "cuda" and not cluster_has_gpu():
@@ -274,7 +282,8 @@ def submit_job(args, warn=None):
     quiet_uploads()
     submit_with_retry(client, entrypoint=entry, submission_id=job_id, runtime_env=job_env or None)
     usercode.record(runs_dir / job_id, runtime_env)  # herd evaluate / export import it from there
-    return client, job_id, runs_dir / job_id, resume
+    return client, job_id, runs_dir / job_id, resume and (
+        f"{resume}" + ("" if resume_why == "named" else f": {resume_why}"))
 
 
 def find_config(path: str | Path) -> Path:
@@ -376,13 +385,16 @@ class importable:
             sys.path.remove(p)
 
 
-def check_resume(path: str, cfg) -> Path:
-    """The checkpoint directory of runs/<job> (or the checkpoint dir itself), checked against
-    the new config: the networks and the env must match what was saved."""
+def check_resume(path: str, cfg) -> tuple[Path, str]:
+    """The checkpoint directory `--resume PATH` continues from (the newest of runs/<job>'s
+    checkpoint/ and checkpoint-best/, or the one named) and why that one, checked against the
+    new config: the networks and the env must match what was saved."""
+    from herd.checkpoint import newest_checkpoint
     from herd.config import ConfigError
-    from herd.evaluation import load_checkpoint, resolve_checkpoint
+    from herd.evaluation import load_checkpoint
 
-    ckpt = resolve_checkpoint(path).resolve()
+    ckpt, why = newest_checkpoint(path)
+    ckpt = ckpt.resolve()
     load_checkpoint(ckpt)  # refused here, in one line, rather than in the learner's start-up
     old_file = ckpt.parent / "config.yaml"
     if old_file.is_file():
@@ -399,9 +411,9 @@ def check_resume(path: str, cfg) -> Path:
                 raise ConfigError(f"--resume {path}: the checkpoint was trained with {what}={a!r}, "
                                   f"this config has {b!r}")
     if cfg.run.save_replay and not (ckpt / "replay.pt").exists():
-        print(f"herd: note: {ckpt} holds no replay.pt (its run had save_replay: false); the buffer "
-              "starts empty", file=sys.stderr)
-    return ckpt
+        print(f"herd: note: {ckpt} holds no replay.pt (checkpoint-best/ never does; "
+              "save_replay: false); the buffer starts empty", file=sys.stderr)
+    return ckpt, why
 
 
 TOKEN_FILE_ENV = "HERD_TOKEN_FILE"
@@ -810,7 +822,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the workers Ray prestarts import torch & co. as they start, and `up` "
                    "returns once they are done (herd/preload.py); default: on where a GPU is")
     s.set_defaults(fn=cmd_up)
-    sub.add_parser("down", help="stop the Ray cluster `herd up` started (no other)").set_defaults(fn=cmd_down)
+    s = sub.add_parser("down", help="wind down its running jobs (summary, final checkpoint, books), "
+                       "then stop the Ray cluster `herd up` started (no other)")
+    s.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="SECONDS",
+                   help="how long the jobs' wind-down may take before the cluster goes (default "
+                   f"{DEFAULT_GRACE_S:g}); a replay buffer that cannot be saved in it is left out")
+    s.add_argument("--force", action="store_true", help="stop at once, without winding jobs down "
+                   "(each job's line says what it loses)")
+    s.set_defaults(fn=cmd_down)
     s = sub.add_parser("dashboard", help="the Ray dashboard's URL and how to log into it")
     s.add_argument("--open", action="store_true", help="also open it in this machine's web browser")
     s.add_argument("--token", action="store_true", help="print only the cluster's token (to paste)")

@@ -10,7 +10,7 @@ that does not answer, the CLI goes the old way, through Ray.
 
     GET  /status    Controller.status()         GET /progress  Controller.latest_progress()
     POST /scale     {"actors": N} -> Controller.scale(N)
-    POST /stop      Controller.request_stop()
+    POST /stop      {"why": ..., "grace_s": S} (both optional) -> Controller.request_stop
 
 The client half imports nothing beyond the standard library and herd.local: no Ray, no torch.
 """
@@ -57,7 +57,8 @@ class ControlServer:
             ("GET", "/status"): lambda body: controller.status(),
             ("GET", "/progress"): lambda body: controller.latest_progress(),
             ("POST", "/scale"): lambda body: controller.scale(int(body["actors"])),
-            ("POST", "/stop"): lambda body: controller.request_stop(),
+            ("POST", "/stop"): lambda body: controller.request_stop(body.get("why"),
+                                                                    body.get("grace_s")),
         }
         token = self.token
 
@@ -160,8 +161,8 @@ class Endpoint:
     def scale(self, n: int) -> dict:
         return self.call("POST", "/scale", {"actors": n})
 
-    def stop(self) -> bool:
-        return self.call("POST", "/stop", {})
+    def stop(self, why: str | None = None, grace_s: float | None = None) -> bool:
+        return self.call("POST", "/stop", {"why": why, "grace_s": grace_s}, timeout=15)
 
 
 def find(job_id: str) -> Endpoint | None:

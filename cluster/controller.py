@@ -71,6 +71,7 @@ class Controller:
         self._next = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._stop_why: dict = {}  # request_stop's reason and grace, for the driver
         # imported here, not at the top: the driver imports this module, and EnvActor's torch and
         # MuJoCo would cost its start-up a second (this process needs them in any case)
         from herd.actors.env_actor import EnvActor
@@ -352,6 +353,7 @@ class Controller:
             "progress": dict(self.progress),
             "relays": self.relay_stats(),
             "stop_requested": self._stop.is_set(),
+            "stop_why": dict(self._stop_why),
         }
 
     def set_progress(self, progress: dict) -> None:
@@ -400,7 +402,13 @@ class Controller:
             log.warning("actor placement unavailable: %r", e)
         return {"resources": self.resources, "nodes": nodes}
 
-    def request_stop(self) -> bool:
+    def request_stop(self, why: str | None = None, grace_s: float | None = None) -> bool:
+        """Ask the driver to wind the job down. `why`: the stop reason its summary gives
+        (default "stopped by user"); `grace_s`: the seconds the wind-down may take from now
+        (`herd down`: the cluster goes after them), so a replay that cannot be saved in time is
+        left out and the summary says so."""
+        if why is not None or grace_s is not None:
+            self._stop_why = {"why": why, "grace_s": grace_s, "asked_at": time.time()}
         self._stop.set()
         return True
 

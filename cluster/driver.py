@@ -35,6 +35,7 @@ from herd.config import ConfigError, JobConfig, parse_config
 from herd.control import NAMESPACE, controller_name
 from herd.controller import Controller
 from herd.evaluation import Evaluator
+from herd.grace import Grace
 from herd.job_setup import (
     DriverEnvError,
     check_cluster,
@@ -50,7 +51,7 @@ from herd.job_setup import (
 )
 from herd.learner.service import Learner
 from herd.metrics import MetricsWriter
-from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, PeriodicEvals
+from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, EVAL_WAIT_S, PeriodicEvals
 from herd.progress import RATE_WINDOW_S, actor_rates, actor_steps, format_row, progress_row
 from herd.proto import codec
 from herd.ray_errors import cause_line, init_error, one_line
@@ -294,7 +295,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     # would otherwise boot beside the learner's and the actors' and slow the way to that update
     periodic = PeriodicEvals(start_evaluator, watch, run_dir, cfg.run.eval_every_s, start, timeline,
                           checkpoint_errors)
-    last_ckpt, reason = time.monotonic(), "max_seconds"
+    last_ckpt, reason, grace = time.monotonic(), "max_seconds", Grace()
     # rates of the first row count from the counters this learner started with (a resumed
     # job's restored ones), not from zero
     restored = watch.call("status_dict").get("restored") or {}
@@ -352,8 +353,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                 break
             if now - start >= cfg.run.max_seconds:
                 break
-            if st["stop_requested"]:
-                reason = "stopped by user"
+            if st["stop_requested"]:  # `herd stop`, or `herd down` with its grace
+                reason = (st.get("stop_why") or {}).get("why") or "stopped by user"
+                grace = Grace.of_status(st)
                 break
 
     except ControllerLost as e:
@@ -366,7 +368,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         print(f"[herd] supervising the job failed ({one_line(e)}); it winds down", flush=True)
 
     # ---- wind down: actors deliver what they stepped, then the learner saves and stops ----
-    periodic.finish()  # the evaluation under way is kept, not dropped
+    periodic.finish(grace.cap(EVAL_WAIT_S))  # the evaluation under way is kept, not dropped
     timeline.close()
     try:  # the replay ratio no longer holds inserts back: the stopping actors' last batches go in
         ray.get(learner.wind_down.remote(), timeout=30)
@@ -388,7 +390,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     timeline.observe_learner(final_learner)  # its start-up marks, had no poll seen them
     timeline.observe_graph(final_learner)  # a graph swapped in after the last poll
     try:
-        watch.call("save", ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
+        grace.save(watch, learner, ckpt_dir, cfg.run.save_replay)  # so the checkpoint holds all of it
         keep_history(Path(ckpt_dir), cfg.run.keep_checkpoints)
     except OSError as e:
         checkpoint_errors.append({"time_s": round(time.monotonic() - start, 1), "error": one_line(e),
@@ -397,7 +399,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             f"{ckpt_dir} keeps the previous checkpoint" if (Path(ckpt_dir) / "model.pt").exists()
             else "the job has no checkpoint"), flush=True)
     # as save() left it: the checkpoint's own policy
-    final_eval = periodic.final(watch.call("policy_for_eval"))
+    final_eval = grace.evaluate(periodic, watch.call("policy_for_eval"))
     actors_final = books["actors"]
     acked = int(sum(a.get("acked", 0) for a in actors_final))
     summary = {
@@ -417,7 +419,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                             if (run_dir / BEST_CHECKPOINT / "model.pt").exists() else None),
         # of the final policy (the checkpoint's); a resumed run's early evaluations are of the
         # restored policy, which the run may since have lost
-        "reached_target": (cfg.run.target_return is not None
+        "reached_target": (cfg.run.target_return is not None and final_eval["mean_return"] is not None
                            and final_eval["mean_return"] >= cfg.run.target_return),
         # of best_policy.pb, the best periodic evaluation of this run
         "best_reached_target": (cfg.run.target_return is not None and bool(periodic.evals)
@@ -435,6 +437,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
                    "killed_steps_lost_at_least": books["lost_at_least"]},
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
+        "wind_down": grace.record(),  # `herd down`'s grace and what did not fit in it
         "startup": timeline.seconds(**{k: final_learner.get(k) for k in GRAPH_KEYS}),
         # the resolved config, seeds, package versions and git commits (herd.tracking)
         "provenance": record,
@@ -444,8 +447,9 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print("[herd] start-up, s since " + summary["startup"]["since"] + ": " + ", ".join(
         f"{k[:-2]} {v}" for k, v in summary["startup"].items() if k.endswith("_s")), flush=True)
+    ev = final_eval["mean_return"]
     print(f"[herd] done ({reason}): final deterministic eval return "
-          f"{final_eval['mean_return']:.1f} over {final_eval['episodes']} episodes; "
+          f"{'-' if ev is None else f'{ev:.1f}'} over {final_eval['episodes']} episodes; "
           f"results in {run_dir}", flush=True)
     try:  # its CLI endpoint and that endpoint's record go first (ray.kill runs no clean-up)
         link.call("close_endpoint", timeout=10)

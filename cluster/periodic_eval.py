@@ -81,15 +81,17 @@ class PeriodicEvals:
             return
         self._record(*pending)
 
-    def final(self, weights) -> dict:
-        """The final checkpoint's evaluation; the evaluator goes with it. A candidate state that
-        was not the best is removed first."""
+    def final(self, weights, timeout: float | None = None) -> dict:
+        """The final checkpoint's evaluation; the evaluator goes with it (also when it is not
+        done within `timeout` s: GetTimeoutError). A candidate state that was not the best is
+        removed first."""
         shutil.rmtree(self._run_dir / CANDIDATE, ignore_errors=True)
         if self.evaluator is None:  # the job ended before its first update
             self.evaluator = self._start_evaluator()
-        out = ray.get(self.evaluator.evaluate.remote(weights))
-        ray.kill(self.evaluator)
-        return out
+        try:
+            return ray.get(self.evaluator.evaluate.remote(weights), timeout=timeout)
+        finally:
+            ray.kill(self.evaluator)
 
     def best(self) -> dict | None:
         return max(self.evals, key=lambda e: e["mean_return"], default=None)

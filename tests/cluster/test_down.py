@@ -1,0 +1,86 @@
+"""`herd down` while a job trains: the job is wound down first (summary.json, final checkpoint,
+books with steps = acked = received = inserted), one line per job, then the cluster stops. A run
+that kept only checkpoint-best/ (a cluster stopped with --force) resumes from it, named.
+
+Real parts: a `herd up` cluster of the test's own (private HOME, loopback, token auth), the real
+learner over gRPC, real MuJoCo actors; the resume runs on the suite's cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.cluster.test_local_up import ROOT, free_port, private_home
+from tests.jobs import SMALL, controller_up, herd, small_learner, wait_for
+
+pytestmark = pytest.mark.cluster
+
+CFG = {**SMALL, "learner": small_learner(min_size=300),
+       "run": {**SMALL["run"], "name": "downed", "save_replay": True, "eval_every_s": 2,
+               "checkpoint_every_s": 600}}
+
+
+def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_path):
+    _, env, dash = private_home(tmp_path)
+
+    def own(*args, timeout=240):
+        return subprocess.run([sys.executable, "-m", "herd", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+
+    r = own("up", "--port", str(free_port()), "--dashboard-port", str(dash), "--num-cpus", "2",
+            "--metrics-port", str(free_port()), "--client-port", str(free_port()),
+            "--agent-port", str(free_port()), "--no-preload")
+    assert r.returncode == 0, r.stderr
+    try:
+        (tmp_path / "downed.yaml").write_text(yaml.safe_dump(CFG))
+        r = own("submit", str(tmp_path / "downed.yaml"), "--runs-dir", str(tmp_path / "runs"))
+        assert r.returncode == 0, r.stderr
+        job = next(ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("submitted"))
+        run = tmp_path / "runs" / job
+        # training, and an evaluation kept as checkpoint-best/; no final checkpoint yet
+        wait_for(lambda: (run / "checkpoint-best" / "model.pt").exists(), 240, "a best checkpoint")
+        assert not (run / "checkpoint").exists() and not (run / "summary.json").exists()
+        r = own("down", "--grace", "90")
+    finally:
+        down = own("down", "--force")  # a failed check must not leave that cluster running
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith(job)]
+    assert len(lines) == 1 and "wound down (cluster going down (herd down))" in lines[0], r.stdout
+    assert "books exact" in lines[0] and "Ray stopped" in r.stdout, r.stdout
+    assert "nothing stopped" in down.stderr  # the first `down` had stopped it
+    s = json.loads((run / "summary.json").read_text())
+    assert s["stop_reason"] == "cluster going down (herd down)"
+    assert (run / "checkpoint" / "model.pt").exists() and s["checkpoint"]
+    ls = s["learner"]
+    assert s["actor_steps"] == s["actor_acked"] == ls["received"] == ls["inserted"] > 0, s
+    assert s["wind_down"]["grace_s"] == 90 and s["wind_down"]["replay_left_out"] is None
+    assert (run / "checkpoint" / "replay.pt").exists()
+    assert s["final_eval"]["mean_return"] is not None
+
+    # ---- a run with only checkpoint-best/ (as --force leaves one) resumes from it, named ----
+    bare = tmp_path / "bare"
+    shutil.copytree(run, bare / job)
+    for gone in ("checkpoint", "checkpoints", "summary.json"):
+        shutil.rmtree(bare / job / gone, ignore_errors=True)
+        (bare / job / gone).unlink(missing_ok=True)
+    cfg = {**CFG, "run": {**CFG["run"], "name": "again"}}
+    (tmp_path / "again.yaml").write_text(yaml.safe_dump(cfg))
+    r = herd("submit", str(tmp_path / "again.yaml"), "--runs-dir", str(tmp_path / "runs2"),
+             "--resume", str(bare / job))
+    again = next(ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("submitted"))
+    try:
+        assert f"(resuming {bare / job}/checkpoint-best: the newest checkpoint there" in r.stdout, r.stdout
+        first = wait_for(lambda: controller_up(again), 150, "the resumed job's controller")
+        assert first["learner"]["restored"]["path"].endswith("checkpoint-best")
+        assert first["learner"]["updates"] > 0
+    finally:
+        herd("stop", again, check=False)
+    wait_for(lambda: (tmp_path / "runs2" / again / "summary.json").exists(), 120, "its summary")
+    resumed = json.loads((tmp_path / "runs2" / again / "summary.json").read_text())
+    assert resumed["resumed_from"].endswith(f"{job}/checkpoint-best")
