@@ -56,7 +56,7 @@ def summary(path: Path) -> str:
 
 def plot_links(stem: str) -> str:
     """' · [plot](...)', ' · [Ant-v5 plot](...)' for each plot of a file."""
-    return "".join(f" · [{(png[len(stem) + 1:-4] + ' plot').strip()}](results/{png})" for png in pngs_of(stem))
+    return "".join(f" · [{(png[len(stem) + 1:-4] + ' plot').strip()}](../bench/results/{png})" for png in pngs_of(stem))
 
 
 def row(date: str, where: str, kind: str, what: str, summ: str) -> str:
@@ -70,7 +70,7 @@ def archive_md() -> str:
         recs, kind = load(path), kind_of(path.name).name
         where = ", ".join(sorted({machine(r) for r in recs}))
         text = row(newest(path) or "–", where, kind,
-                   f"[{path.name}](results/{path.name}){plot_links(path.stem)}", summary(path))
+                   f"[{path.name}](../bench/results/{path.name}){plot_links(path.stem)}", summary(path))
         lines.append(((order[kind], newest(path)), path.name, text))
     for png, (command, _) in COMPOSITES.items():
         sources = composite_sources(png)
@@ -80,7 +80,7 @@ def archive_md() -> str:
         date = max(newest(s) for s in sources)
         where = ", ".join(sorted({machine(r) for s in sources for r in load(s)}))
         drawn = f"plot drawn by `{command}` from " + ", ".join(f"`{s.name}`" for s in sources)
-        lines.append(((order[kind], date), png, row(date, where, kind, f"[{png}](results/{png})", drawn)))
+        lines.append(((order[kind], date), png, row(date, where, kind, f"[{png}](../bench/results/{png})", drawn)))
     lines.sort(key=lambda x: x[1])  # by name, then newest first within each kind
     lines.sort(key=lambda x: (x[0][0], _desc(x[0][1])))
     out = ["# Results archive", "",

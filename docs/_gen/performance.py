@@ -60,7 +60,7 @@ def shown(kind: Kind, paths: list[Path]) -> list[tuple[Path, list[dict]]]:
 
 def link(path_or_name) -> str:
     name = getattr(path_or_name, "name", path_or_name)
-    return f"[{name}](results/{name})"
+    return f"[{name}](../bench/results/{name})"
 
 
 def sources(picks: list[tuple[Path, list[dict]]]) -> str:
@@ -108,7 +108,7 @@ def kind_block(kind: Kind, paths: list[Path]) -> list[str]:
     out = [kind.what, "", sources(picks), "", "```", *command_lines(recs), "```", ""]
     out += [*table(recs, kind.figures), ""]
     for png in plots(kind, picks):
-        out += [f"![{png}](results/{png})", ""]
+        out += [f"![{png}](../bench/results/{png})", ""]
     return out
 
 

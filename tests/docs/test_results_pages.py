@@ -35,7 +35,7 @@ def test_the_page_is_short_with_one_section_per_capability():
 @pytest.mark.parametrize("title", SECTIONS[1:])
 def test_each_section_shows_the_newest_result_of_its_kind(title):
     body = sections((ROOT / "docs/performance.md").read_text())[title]
-    shown = re.findall(r"\[([^]]+\.json)\]\(results/\1\)", body)
+    shown = re.findall(r"\[([^]]+\.json)\]\(\.\./bench/results/\1\)", body)
     assert shown, f"{title}: no result file"
     assert re.search(r"\d{4}-\d\d-\d\d · ", body) and ("NVIDIA" in body or "x86_64" in body)
     assert re.search(r"```\n(python|herd) ", body), f"{title}: no command"
@@ -51,7 +51,7 @@ def test_each_section_shows_the_newest_result_of_its_kind(title):
 def test_the_archive_lists_every_result_file_exactly_once():
     page = (ROOT / "docs/results-archive.md").read_text()
     every = sorted(p.name for p in (ROOT / "bench/results").iterdir() if p.is_file())
-    counts = {name: page.count(f"(results/{name})") for name in every}
+    counts = {name: page.count(f"(../bench/results/{name})") for name in every}
     assert {n: c for n, c in counts.items() if c != 1} == {}
     rows = [ln for ln in page.splitlines() if ln.startswith(("| 20", "| –"))]
     assert len(rows) == len(results.files()) + sum((ROOT / "bench/results" / png).exists()
@@ -101,7 +101,7 @@ def test_stale_commands_on_the_pages_are_marked():
     archive = (ROOT / "docs/results-archive.md").read_text()
     for path in results.files():
         old = commands.stale_of(path)
-        line = next(ln for ln in archive.splitlines() if f"(results/{path.name})" in ln)
+        line = next(ln for ln in archive.splitlines() if f"(../bench/results/{path.name})" in ln)
         assert (f"({commands.MARK})" in line) == bool(old), path.name
         for command, why in old.items():
             if command in page:
