@@ -48,14 +48,17 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
     obs_dim = int(np.prod(env["obs_shape"]))
     act_dim = int(np.prod(env["action_shape"]))
     rows = cfg.actors.num_envs * cfg.actors.steps_per_push
-    batch_bytes = rows * ((2 * obs_dim + act_dim + 1) * 4 + 1)
+    pixels = bool(env.get("frame_stack"))
+    # a pixel batch carries each uint8 frame once (at most two a row); a state batch two fp32 obs
+    batch_bytes = rows * ((2 * obs_dim if pixels else (2 * obs_dim + act_dim + 1) * 4) + 1)
     if batch_bytes + 4096 > cfg.learner.server.max_message_mb * 2**20:
         raise ConfigError(f"one batch of {rows} rows is {batch_bytes / 2**20:.1f} MiB, above "
                           f"learner.server.max_message_mb={cfg.learner.server.max_message_mb}")
     obs_bytes = 2 if cfg.learner.replay.dtype in ("bfloat16", "float16") else 4
     ring = cfg.learner.replay.capacity * (2 * obs_dim * obs_bytes + (act_dim + 2) * 4)
     node_mem = max((r.get("memory", 0) for r in nodes), default=0)
-    if learner_gpus(cfg) == 0 and node_mem and ring > node_mem:
+    # a pixel replay is capped by the learner to what its device holds (learner/replay_fit.py)
+    if not pixels and learner_gpus(cfg) == 0 and node_mem and ring > node_mem:
         raise ConfigError(f"the replay ring needs {ring / 2**30:.1f} GiB (learner.replay.capacity="
                           f"{cfg.learner.replay.capacity}) but the largest node offers Ray "
                           f"{node_mem / 2**30:.1f} GiB")

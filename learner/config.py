@@ -172,7 +172,11 @@ class ReplayConfig(_Section):
     holds updates and inserts to a ratio."""
 
     capacity: int = Field(1_000_000, ge=1_000)
-    """Replay ring rows, preallocated on the learner's device."""
+    """Replay ring rows, preallocated on the learner's device (a pixel replay's: capped to what
+    fits in memory_gib, one line saying so)."""
+    memory_gib: float | None = Field(None, gt=0)
+    """Most memory a pixel replay may take, GiB; null: the device's free memory at start less a
+    reserve for the update (learner/replay_fit.py)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Storage dtype of observations in the ring (halves memory at 16 bits)."""
     batch_size: int = Field(256, ge=2)

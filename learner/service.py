@@ -202,8 +202,9 @@ class Learner:
 
     def _build_pixels(self, cfg: LearnerConfig, spec: pb.EnvSpec, limiter) -> None:
         """The frame replay and the pixel SAC (learner/frame_replay.py, learner/pixel_sac.py)."""
-        from herd.learner.frame_replay import FrameReplay
+        from herd.learner.frame_replay import FrameReplay, default_frame_capacity, layout_bytes
         from herd.learner.pixel_teacher import make_pixel_sac
+        from herd.learner.replay_fit import available_bytes, fit_capacity
         from herd.learner.replay_table import FrameTable
 
         frame_shape = tuple(spec.obs_shape)
@@ -211,7 +212,14 @@ class Learner:
             raise ValueError(f"a pixel env's obs_shape must be one frame [C, H, W] of uint8; "
                              f"the spec has {frame_shape} {spec.obs_dtype}")
         action_dim = int(np.prod(spec.action_shape))
-        self.buffer = FrameReplay(cfg.replay.capacity, frame_shape, spec.frame_stack, action_dim,
+        fit = fit_capacity(cfg.replay.capacity, lambda n: layout_bytes(
+                               n, default_frame_capacity(n), frame_shape, action_dim, spec.state_dim),
+                           *available_bytes(self.device, cfg.replay.memory_gib),
+                           at_least=cfg.replay.min_size)
+        if fit.note:
+            log.warning("herd learner: %s", fit.note)
+        self.replay_fit = fit
+        self.buffer = FrameReplay(fit.capacity, frame_shape, spec.frame_stack, action_dim,
                                   self.device, one_step_discount=cfg.algorithm.gamma,
                                   state_dim=spec.state_dim)
         self.table = FrameTable(self.buffer, limiter)
@@ -324,7 +332,9 @@ class Learner:
         """replay_bytes_per_transition: the ring's device bytes per row of capacity (a pixel
         env's frames and their margin included; replay_naive_bytes_per_transition: what its
         rows would take with both stacks in each). replay_frame_capacity: frames the frame
-        ring holds. frames_received: frames inserted. rows_unresolved: rows dropped because a
+        ring holds; replay_capacity_asked: the config's capacity, replay_capacity_note: why the
+        capacity is below it (empty: it is not; learner/replay_fit.py). frames_received: frames
+        inserted. rows_unresolved: rows dropped because a
         frame they name was unknown or gone; insert_failures: batches whose insert raised,
         rows_failed: their rows (received = inserted + rows_unresolved + rows_failed)."""
         buf = self.buffer
@@ -333,7 +343,9 @@ class Learner:
         if not self.pixels:
             return {"replay_bytes_per_transition": buf.nbytes / buf.capacity, "frames_received": 0,
                     "rows_unresolved": 0, **failed}
-        return {"replay_bytes_per_transition": buf.bytes_per_transition,
+        fit = self.replay_fit
+        return {"replay_capacity_asked": fit.asked, "replay_capacity_note": fit.note or "",
+                "replay_bytes_per_transition": buf.bytes_per_transition,
                 "replay_naive_bytes_per_transition": buf.naive_bytes_per_transition,
                 "replay_frame_capacity": buf.frame_capacity,
                 "frames_received": buf.frames_received,
