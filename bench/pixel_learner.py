@@ -34,6 +34,7 @@ import yaml
 
 from bench.common import console, header, result_path, save
 from herd.learner.config import SECTION_OF, LearnerConfig
+from herd.learner.encoder import Encoder
 from herd.learner.frame_replay import FrameReplay
 from herd.learner.graphed import GraphedUpdate, configure_backends
 from herd.learner.pixel_teacher import make_pixel_sac
@@ -48,6 +49,7 @@ ROWS = {
     "compile": {"compile": True},
     "fp32": {"amp": "off"},
     "eager": {"cuda_graph": False},
+    "nchw": {"channels_last": False},  # the encoder's convs on NCHW tensors (Encoder.channels_last)
     "batch512": {"pixel_batch_size": 512},
     "privileged": {"privileged_critic": True},
 }
@@ -89,6 +91,8 @@ def sync(device: torch.device) -> None:
 
 
 def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict, FrameReplay]:
+    settings = dict(settings)
+    Encoder.channels_last = settings.pop("channels_last", True)
     cfg = LearnerConfig.flat(**{**args.base, "device": device.type, "capacity": args.capacity,
                                 **settings, **args.sets})
     configure_backends(device, cfg.compute.tf32)
@@ -123,7 +127,7 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
     rec = dict(row=name, batch=batch, amp=cfg.compute.amp if cuda else "off",
                graph=step.use_graph, compile=bool(cfg.compute.compile and cuda),
                updates_per_call=k, target_encoder=cfg.encoder.target_encoder,
-               privileged_critic=cfg.encoder.privileged_critic,
+               privileged_critic=cfg.encoder.privileged_critic, channels_last=Encoder.channels_last,
                updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
                us_per_update=round(1e6 / ups, 1), setup_s=round(setup_s, 2),
                finite=bool(torch.isfinite(out).all()), **memory_metrics(device))

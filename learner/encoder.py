@@ -46,8 +46,11 @@ class Encoder(nn.Module):
         self.repr_dim = channels * h * w
         self.apply(_orthogonal_)
 
+    channels_last = True
+    """NHWC on CUDA: cuDNN's tensor-core convs take it without transposes."""
+
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        if pixels.is_cuda:  # NHWC: cuDNN's tensor-core convs take it without transposes
+        if pixels.is_cuda and self.channels_last:
             pixels = pixels.contiguous(memory_format=torch.channels_last)
         x = pixels.float() / 255.0 - 0.5
         for conv in self.convs:
