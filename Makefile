@@ -46,7 +46,9 @@ stop: setup
 	$(HERD) stop $(JOB)
 
 demo: cluster-up ## the demo job: InvertedPendulum-v5 to a return of 900 on 2 CPU cores
-	$(HERD) submit configs/demo.yaml --follow
+	$(HERD) submit configs/demo.yaml --follow; status=$$?; \
+	echo "herd lives in $(BIN)/: run 'source $(BIN)/activate' in this shell to put it on your PATH (or call $(HERD))"; \
+	exit $$status
 
 test: setup ## the whole suite (real Ray, real gRPC, real MuJoCo; CPU), the docs site's strict build included
 	$(BIN)/python -m pytest -q -ra --durations=12

@@ -17,11 +17,12 @@ _API = {
     "submit": "herd.api", "Job": "herd.api", "HerdError": "herd.api", "down": "herd.api",
     "load_policy": "herd.export", "export_policy": "herd.export", "Policy": "herd.export",
     "evaluate": ("herd.evaluation", "evaluate_checkpoint"),
+    "plot": ("herd.curves", "plot"),
     "load_config": "herd.config", "ConfigError": "herd.config", "JobConfig": "herd.config",
 }
 
 __all__ = ["ConfigError", "HerdError", "Job", "JobConfig", "Policy", "down", "evaluate",
-           "export_policy", "load_config", "load_policy", "submit"]
+           "export_policy", "load_config", "load_policy", "plot", "submit"]
 
 
 def __getattr__(name: str):

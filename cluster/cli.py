@@ -196,7 +196,7 @@ def cmd_submit(args) -> int:
         client, job_id, run_dir, resume = submit_job(args, warn=lambda line: print(f"herd: {line}",
                                                                                  file=sys.stderr))
     except (ConfigError, EnvError, FileNotFoundError, CheckpointRefused) as e:
-        print(f"herd: {e}", file=sys.stderr)
+        print(f"herd: {first_line_with_hint(e) if isinstance(e, EnvError) else e}", file=sys.stderr)
         return 2
     print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
     print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
@@ -583,7 +583,8 @@ def on_endpoint(args, call):
 
 def cmd_scale(args) -> int:
     if args.actors < 0:
-        raise UserError(f"--actors must be 0 or more, got {args.actors}")
+        raise UserError(f"--actors must be 1 or more, got {args.actors} (0 only for a job whose "
+                        "config sets run.start_without_actors: true)")
     if args.actors == 0 and not zero_actors_allowed(job_rest(args, args.job)):
         raise UserError(f"--actors 0 would leave {args.job} idle (nothing steps, nothing trains): use 1 "
                         f"or more, or `herd stop {args.job}` (a job whose config sets "
@@ -602,10 +603,19 @@ def cmd_scale(args) -> int:
         raise UserError(f"{args.job}: {out['refused']}")
     line = f"{args.job}: {out['actors']} actors" + scaled_down(out)
     if out.get("waiting"):
-        line += (f"; {len(out['waiting'])} waiting for CPUs (each needs {out['cpus_per_actor']:g}, "
-                 f"{out['cpus_free']:g} free): they start when CPUs free up or nodes join")
+        line += "; " + waiting_words(len(out["waiting"]), out["cpus_per_actor"], out["cpus_free"])
     print(line)
     return 0
+
+
+def waiting_words(n: int, need: float, free: float) -> str:
+    """Why n actors of a scale have not started, in words that add up: CPUs short, or CPUs free
+    that Ray has not handed them yet."""
+    if free >= need:
+        return (f"{n} not started yet: Ray is placing them ({free:g} CPUs free, each needs "
+                f"{need:g})")
+    return (f"{n} waiting for CPUs (each needs {need:g}, {free:g} free): they start when CPUs "
+            "free up or nodes join")
 
 
 def scaled_down(out: dict) -> str:
@@ -678,6 +688,9 @@ def cmd_evaluate(args) -> int:
     if args.episodes < 1:
         raise UserError(f"--episodes must be 1 or more, got {args.episodes}")
     working_dir = existing_dir("--working-dir", args.working_dir)
+    one_file_no_choice(args.checkpoint, args)
+    if args.video:
+        check_video_path(args.video)
     try:
         out = evaluate_checkpoint(args.checkpoint, args.episodes, env_id=args.env, video=args.video,
                                   seed=args.seed, working_dir=working_dir, best=which_policy(args))
@@ -693,7 +706,8 @@ def cmd_evaluate(args) -> int:
     if out["which"] == "final" and which_policy(args) is None and not args.env:
         print(f"herd: note: {args.checkpoint} has no best_policy.pb (no periodic evaluation "
               "finished): evaluating its final checkpoint", file=sys.stderr)
-    print(f"{out['env']} policy v{out['policy_version']} from {out['checkpoint']}{took(out['which'])}: "
+    print(f"{out['env']} policy v{out['policy_version']} from {out['checkpoint']}"
+          f"{took(out['which'], Path(args.checkpoint).is_file())}: "
           f"deterministic return {out['mean_return']:.1f} (min {out['min_return']:.1f}, "
           f"max {out['max_return']:.1f}, mean length {out['mean_length']:.0f}) over "
           f"{out['episodes']} episodes")
@@ -713,6 +727,7 @@ def cmd_export(args) -> int:
     from herd.evaluation import CheckpointRefused
     from herd.export import ExportUnavailable, export_policy, sidecar
 
+    one_file_no_choice(args.path, args)
     try:
         out = export_policy(args.path, args.format, args.out, best=which_policy(args),
                             working_dir=existing_dir("--working-dir", args.working_dir))
@@ -721,7 +736,7 @@ def cmd_export(args) -> int:
         return 2
     meta = json.loads(sidecar(out).read_text())
     print(f"wrote {out} and {sidecar(out)}: policy v{meta['version']} from {meta['source']}"
-          f"{took(meta.get('which'))}")
+          f"{took(meta.get('which'), Path(args.path).is_file())}")
     print(f"`herd evaluate {out}` runs it; herd.load_policy loads it")
     return 0
 
@@ -731,10 +746,35 @@ def which_policy(args) -> bool | None:
     return False if args.final else (True if args.best else None)
 
 
-def took(which: str | None) -> str:
-    """Which of a run's policies was taken, for a line that names its file."""
+def took(which: str | None, one_file: bool = False) -> str:
+    """Which of a run's policies was taken, for a line that names its file; of one policy file
+    (an export, best_policy.pb, model.pt), which policy it was made from."""
+    if one_file:
+        return {"best": " (made from the run's best policy)",
+                "final": " (made from the run's final checkpoint)"}.get(which, "")
     return {"best": " (the run's best policy; --final for its last checkpoint)",
             "final": " (the run's final checkpoint)"}.get(which, "")
+
+
+def one_file_no_choice(path: str, args) -> None:
+    """--final / --best choose among a run folder's policies: of one file they mean nothing."""
+    if (args.final or args.best) and Path(path).is_file():
+        flag = "--final" if args.final else "--best"
+        raise UserError(f"{flag} chooses among a run folder's policies; {path} is one policy file "
+                        f"(give the run folder, runs/<job>, with {flag})")
+
+
+def check_video_path(video: str) -> None:
+    """--video's file must be writable as asked: not a folder, under folders (made if missing)
+    rather than under a file. Checked before any episode runs."""
+    p = Path(video).expanduser()
+    if p.is_dir():
+        raise UserError(f"--video {video}: that is a folder; name the file, e.g. {p / 'episodes.mp4'}")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"--video {video}: {parent} is a file, not a folder")
+            return
 
 
 def existing_dir(flag: str, path: str | None) -> str | None:
@@ -747,7 +787,7 @@ def first_line_with_hint(e: Exception) -> str:
     """An error's first line; an env package that cannot be imported says how to name it."""
     line = str(e).strip().splitlines()[0]
     if "env.module" in line and "cannot be imported" in line:
-        line += ": pass --working-dir DIR, the folder that holds it (as `herd submit` got)"
+        line += ": pass --working-dir DIR, the folder that holds that package"
     return line
 
 
@@ -782,10 +822,24 @@ def cmd_list(args) -> int:
     url = dashboard_url(args)  # the REST API JobSubmissionClient.list_jobs reads, without Ray's import
     if not local.dashboard_up(url):
         job_client(args)  # says why, in one line
-    for job in json.loads(local.get(f"{url}/api/jobs/")):
-        sid = job.get("submission_id")
-        if sid and sid.startswith("herd-"):
-            print(f"{sid}  {job['status']}")
+    jobs = [j for j in json.loads(local.get(f"{url}/api/jobs/"))
+            if (j.get("submission_id") or "").startswith("herd-")]
+    for job in jobs:
+        print(f"{job['submission_id']}  {job['status']}")
+    if not jobs:
+        print(f"no Herd jobs on the cluster at {url} yet (`herd submit CONFIG` starts one)")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from herd.curves import PlotUnavailable, draw
+
+    try:
+        out = draw(args.runs, args.out)
+    except (FileNotFoundError, PlotUnavailable) as e:
+        print(f"herd: no plot: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}: {len(args.runs)} run(s), evaluation return against seconds and env steps")
     return 0
 
 
@@ -806,16 +860,23 @@ def cmd_tune(args) -> int:
     return 1 if any("error" in rec for rec in records) else 0
 
 
+JOB_HELP = "the job's id, herd-<name>-<time>-<hex> (`herd list` names them)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="herd", description="Distributed SAC on Ray: actors, gRPC, GPU learner")
     p.add_argument("--address", help="Ray dashboard URL (default $HERD_DASHBOARD_URL, else the "
                    f"one `herd up` started, else {local.DEFAULT_DASHBOARD})")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("up", help="start a local Ray head (dashboard on 127.0.0.1:8265)")
-    s.add_argument("--port", type=int, default=6379)
-    s.add_argument("--dashboard-port", type=int, default=8265)
-    s.add_argument("--num-cpus", type=int, default=None)
-    s.add_argument("--metrics-port", type=int, default=8080)
+    s.add_argument("--port", type=int, default=6379, help="the GCS port: the cluster's address "
+                   "is 127.0.0.1:PORT (default 6379)")
+    s.add_argument("--dashboard-port", type=int, default=8265,
+                   help="the Ray dashboard's port (default 8265); later commands find it by themselves")
+    s.add_argument("--num-cpus", type=int, default=None, help="CPUs the cluster offers to jobs "
+                   "(default: every core of this machine)")
+    s.add_argument("--metrics-port", type=int, default=8080,
+                   help="the port of Ray's Prometheus metrics (default 8080)")
     s.add_argument("--client-port", type=int, default=10001, help="Ray client server port")
     s.add_argument("--agent-port", type=int, default=52365, help="Ray dashboard agent's HTTP port")
     s.add_argument("--preload", action=argparse.BooleanOptionalAction, default=None,
@@ -860,24 +921,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_submit)
     s = sub.add_parser("status", help="rates, returns, buffer, updates, lag of a running job; an "
                        "ended job's final status (a failed one's reason: exit 3)")
-    s.add_argument("job")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("job", help=JOB_HELP)
+    s.add_argument("--json", action="store_true", help="the whole status as one JSON object (every "
+                   "field: docs/status.md)")
     s.add_argument("--watch", type=float, default=0, metavar="SECONDS",
                    help="redraw in place every SECONDS until the job ends (Ctrl-C to leave); "
                    "piped, a block per refresh")
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser("scale", help="change the number of env actors of a running job")
-    s.add_argument("job")
-    s.add_argument("--actors", type=int, required=True)
+    s.add_argument("job", help=JOB_HELP)
+    s.add_argument("--actors", type=int, required=True, metavar="N", help="the env actors the job "
+                   "is to have: 1 or more (0 where the config sets run.start_without_actors)")
     s.set_defaults(fn=cmd_scale)
     s = sub.add_parser("stop", help="stop a job (final checkpoint and summary are written)")
-    s.add_argument("job")
+    s.add_argument("job", help=JOB_HELP)
     s.set_defaults(fn=cmd_stop)
     s = sub.add_parser("logs", help="a job's driver log")
-    s.add_argument("job")
-    s.add_argument("--follow", action="store_true")
+    s.add_argument("job", help=JOB_HELP)
+    s.add_argument("--follow", action="store_true", help="keep printing new lines until the job ends")
     s.set_defaults(fn=cmd_logs)
     sub.add_parser("list", help="Herd jobs on the cluster").set_defaults(fn=cmd_list)
+    s = sub.add_parser("plot", help="the evaluation return of runs against seconds and env steps, "
+                       "in one picture; seeds of one config as a band")
+    s.add_argument("runs", nargs="+", metavar="RUN", help="run folders (runs/<job>)")
+    s.add_argument("-o", "--out", default="curves.png", metavar="FILE.png",
+                   help="the picture to write (.png, .svg or .pdf; default curves.png)")
+    s.set_defaults(fn=cmd_plot)
     s = sub.add_parser("precompile", help="compile a config's GPU update once (warm cache for jobs)")
     s.add_argument("config", help="YAML job config")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -897,13 +966,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seconds", type=float, default=120, help="wall-clock budget per trial")
     s.add_argument("--concurrent", type=int, default=1, help="trials at once (a GPU is shared 1/N)")
     s.add_argument("--name", default="sweep", help="runs/tune-<name>/")
-    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--runs-dir", default="runs", help="the folder of the trials' run folders (default ./runs)")
     s.add_argument("--out", default=None, help="JSON path (default runs/tune-<name>/results.json)")
     s.set_defaults(fn=cmd_tune)
     s = sub.add_parser("evaluate", help="deterministic episodes from a checkpoint (optionally an mp4)")
     s.add_argument("checkpoint", help="runs/<job>, its checkpoint/ or model.pt, best_policy.pb, or a "
                    "`herd export` file (.onnx, .torchscript.pt, .safetensors)")
-    s.add_argument("--episodes", type=int, default=5)
+    s.add_argument("--episodes", type=int, default=5, help="deterministic episodes to run (default 5)")
     s.add_argument("--video", metavar="OUT.mp4",
                    help="record the episodes, a pixel env's as its camera sees them (needs "
                    "imageio-ffmpeg; rendered offscreen with MUJOCO_GL, else EGL, else OSMesa); "
@@ -911,13 +980,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--env", help="env id (default: the run's config.yaml)")
     s.add_argument("--working-dir", metavar="DIR", help="the folder holding the env's own package "
                    "(env.module); default: the one the job was submitted with (runs/<job>/code.json)")
-    s.add_argument("--seed", type=int, default=10_000)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--seed", type=int, default=10_000, help="the first episode's env seed, the next "
+                   "ones count up (default 10000)")
+    s.add_argument("--json", action="store_true", help="the result as one JSON object")
     run_policy_flags(s)
     s.set_defaults(fn=cmd_evaluate)
     s = sub.add_parser("export", help="write a run's policy as ONNX, TorchScript or safetensors (+ JSON)")
     s.add_argument("path", help="runs/<job>, its checkpoint/ or model.pt, or best_policy.pb")
-    s.add_argument("--format", required=True, choices=["onnx", "torchscript", "safetensors"])
+    s.add_argument("--format", required=True, choices=["onnx", "torchscript", "safetensors"],
+                   help="the file's kind: onnx, torchscript or safetensors")
     run_policy_flags(s)
     s.add_argument("--out", default=None, help="file to write (default runs/<job>/export/policy.EXT, "
                    "with --final policy-final.EXT)")

@@ -30,6 +30,7 @@ from herd.actors.config import ActorConfig, EnvConfig
 from herd.capacity import actor_capacity
 from herd.control import NAMESPACE
 from herd.learner.relay import WeightRelay
+from herd.progress import window_rates
 
 ACTOR_RESOURCES_ENV = "HERD_ACTOR_RESOURCES"
 log = logging.getLogger("herd.controller")
@@ -342,7 +343,7 @@ class Controller:
         return {
             "job_id": self.job_id,
             "time": time.time(),
-            "learner": learner,
+            "learner": window_rates(learner, self.progress),
             "actors": actors,
             "target_actors": self.target_actors,
             "waiting_actors": sum(1 for a in actors if a.get("waiting")),

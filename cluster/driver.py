@@ -34,6 +34,7 @@ from herd.books import ControllerLink, ControllerLost, final_books
 from herd.config import ConfigError, JobConfig, parse_config
 from herd.control import NAMESPACE, controller_name
 from herd.controller import Controller
+from herd.curves import CURVE, write_curve
 from herd.evaluation import Evaluator
 from herd.grace import Grace
 from herd.job_setup import (
@@ -299,7 +300,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     # rates of the first row count from the counters this learner started with (a resumed
     # job's restored ones), not from zero
     restored = watch.call("status_dict").get("restored") or {}
-    recent = [(time.monotonic(), restored.get("received", 0), restored.get("updates", 0), {})]
+    # the first window opens at the job's start: steps the actors delivered while the learner
+    # started would otherwise count over the few seconds since this loop began
+    recent = [(start, restored.get("received", 0), restored.get("updates", 0), {},
+               restored.get("inserted", 0))]
     link = ControllerLink(controller)
     try:
         while True:
@@ -315,20 +319,20 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             st = {**st, "learner": ls}
             timeline.observe(st)
             if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
-                recent = [(now, ls["received"], ls["updates"], recent[-1][3])]
+                recent = [(now, ls["received"], ls["updates"], recent[-1][3], ls["inserted"])]
             periodic.poll(ls, now)
             row = progress_row(st, periodic.last_return(), now - start, recent[0])
             row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
             row["eval_heldout_return"] = periodic.last_heldout_return()
             steps = actor_steps(st["actors"])
             rates = actor_rates(steps, now, recent)
-            recent.append((now, ls["received"], ls["updates"], steps))
+            recent.append((now, ls["received"], ls["updates"], steps, ls["inserted"]))
             while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
                 recent.pop(0)
             metrics.write(row, opened=ls["updates"] > 0)
             link.tell("set_progress", {**row, "max_env_steps": cfg.run.max_env_steps,
                                        "max_seconds": cfg.run.max_seconds,
-                                       "actor_steps_per_s": rates,
+                                       "actor_steps_per_s": rates, "unix_time": time.time(),
                                        "start_over": timeline.over(ls, now - start)})
             print(format_row(row), flush=True)
             if now - last_ckpt >= cfg.run.checkpoint_every_s:
@@ -444,6 +448,10 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     }
     metrics.close({"final_eval_return": final_eval["mean_return"], "stop_reason": reason,
                    "best_eval_return": (summary["best_eval"] or {}).get("mean_return")})
+    try:  # before summary.json: a job whose summary is there has its picture too
+        write_curve(run_dir, periodic.evals)
+    except Exception as e:  # noqa: BLE001 -- no evaluation, no matplotlib: a picture is no result
+        print(f"[herd] no {CURVE}: {one_line(e)}", flush=True)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print("[herd] start-up, s since " + summary["startup"]["since"] + ": " + ", ".join(
         f"{k[:-2]} {v}" for k, v in summary["startup"].items() if k.endswith("_s")), flush=True)

@@ -17,6 +17,7 @@ beside it as `<name>.json`. Exported graphs and the actors compute with one modu
 from __future__ import annotations
 
 import json
+import os
 import warnings
 import zipfile
 from importlib import metadata
@@ -355,4 +356,14 @@ def export_policy(path: str | Path, fmt: str, out: str | Path | None = None, bes
         entry.key, entry.value = META_KEY, text
         onnx.save(model, str(out))
     sidecar(out).write_text(text + "\n")
+    plain_mode(out)
     return out
+
+
+def plain_mode(path: Path) -> None:
+    """The mode a new file gets under this process's umask: safetensors writes through a private
+    temporary file (0600) that it renames, which would leave the export unreadable to others
+    beside its 0644 sidecar."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -10,17 +11,21 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from herd.progress import RATE_WINDOW_S
 from herd.ray_errors import failure_line
 
 PIPE_WIDTH = 100_000
 """A pipe's lines (a log file, CI) are as long as their text: no wrapping, no path split."""
 
 
-def make_console(file=None) -> Console:
-    """rich's console on a terminal (colours unless NO_COLOR); on a pipe, one that neither wraps
-    nor colours, as Ray's and SB3's CLIs write to a log."""
-    console = Console(file=file)
+def make_console(file=None, force_terminal: bool | None = None) -> Console:
+    """rich's console on a terminal (styled, unless NO_COLOR is set: then no escape of any kind,
+    bold and dim included); on a pipe, one that neither wraps nor styles, as Ray's and SB3's CLIs
+    write to a log."""
+    console = Console(file=file, force_terminal=force_terminal)
     if console.is_terminal:
+        if os.environ.get("NO_COLOR"):  # https://no-color.org: rich drops colours, not bold/dim
+            return Console(file=file, force_terminal=force_terminal, color_system=None)
         return console
     return Console(file=file, width=PIPE_WIDTH, color_system=None, highlight=False, soft_wrap=True)
 
@@ -93,12 +98,30 @@ class Budget:
         return run["target_return"] if stops else False
 
 
+def follow_columns() -> tuple:
+    """The live line's columns, what matters first (state, elapsed, then follow_info: the
+    evaluation return, steps/s) and the bar last: on 80 columns the bar shrinks, the line is
+    cut at its end, never before the evaluation return."""
+    from rich.table import Column
+
+    return (TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, min_width=8)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+            BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=3)))
+
+
+def follow_info(p: dict) -> str:
+    """The live line's figures from the driver's progress row, most wanted first."""
+    return (f"eval {_fmt(p['eval_return'])}  steps {p['env_steps']:,} "
+            f"({p['env_steps_per_s']:,.0f}/s)  return {_fmt(p['train_return'])}  updates "
+            f"{p['updates']:,} ({p['updates_per_s']:,.0f}/s)  actors {p['actors']}")
+
+
 def follow_job(client, job_id: str, run_dir: Path) -> int:
     """Progress bar until the job ends; then the final evaluation and where results are."""
     plain, said, last_line, began = not console.is_terminal, None, 0.0, time.monotonic()
     budget = Budget(run_dir)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console, transient=False, disable=plain) as bar:
+    with Progress(*follow_columns(), console=console, transient=False, disable=plain) as bar:
         task = bar.add_task("starting", total=None, info="")
         while True:
             status = str(client.get_job_status(job_id)).split(".")[-1]
@@ -110,9 +133,7 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
             state = "training" if p else status.lower()
             info = ""
             if p:
-                info = (f"steps {p['env_steps']} ({p['env_steps_per_s']:.0f}/s)  updates "
-                        f"{p['updates']} ({p['updates_per_s']:.0f}/s)  actors {p['actors']}  "
-                        f"return {_fmt(p['train_return'])}  eval {_fmt(p['eval_return'])}")
+                info = follow_info(p)
                 bar.update(task, total=1.0, completed=budget.fraction(p), description=state, info=info)
             else:
                 bar.update(task, description=state)
@@ -125,27 +146,18 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
     summary = run_dir / "summary.json"
     if status == "SUCCEEDED" and summary.exists():
         s = json.loads(summary.read_text())
-        ev, best = s["final_eval"], s.get("best_eval")
         verdict = ""
         if s.get("target_return") is not None:
             reached = "reached" if s["reached_target"] else "NOT reached"
+            if s["final_eval"].get("mean_return") is None:
+                reached = "not evaluated"
             verdict = f" (target {s['target_return']:.0f} {reached} by the final checkpoint"
             if s.get("best_reached_target") and not s["reached_target"]:
                 verdict += f"; reached by {s['best_policy']}"
             verdict += ")"
         console.print(f"[bold green]{job_id} finished[/] in {s['wall_s']:.0f}s ({s['stop_reason']}){verdict}")
-        if best:
-            console.print(f"best deterministic eval return {best['mean_return']:.1f} (policy "
-                          f"v{best['policy_version']} at {best['time_s']:.0f}s, {best['env_steps']} "
-                          f"env steps; saved as {s['best_policy']}, which herd evaluate and export take)")
-        console.print(f"final checkpoint's deterministic eval return {ev['mean_return']:.1f} "
-                      f"(policy v{ev['policy_version']})")
-        up = s.get("startup") or {}
-        if up.get("first_update_s") is not None:
-            console.print(f"first update {up['first_update_s']:.1f} s after {up['since']} (actors ready "
-                          f"{_fmt(up.get('actors_ready_s'))} s, first eval {_fmt(up.get('first_eval_s'))} s; "
-                          "summary.json's startup has every phase)")
-        console.print(f"results: {run_dir}  (summary.json, metrics.csv, tb/, checkpoint/, best_policy.pb)")
+        for line in finish_lines(s, run_dir):
+            console.print(line, markup=False, highlight=False)
         return 0
     logs = client.get_job_logs(job_id)
     console.print(f"[bold red]{job_id} ended {status}[/]; last log lines:")
@@ -156,6 +168,74 @@ def follow_job(client, job_id: str, run_dir: Path) -> int:
     return 1
 
 
+def finish_lines(s: dict, run_dir: Path) -> list[str]:
+    """What a finished job's summary says below its first line: the best and final evaluations
+    (only those that ran), the start-up, and the files its run folder holds."""
+    ev, best, out = s["final_eval"], s.get("best_eval"), []
+    if best:
+        out.append(f"best deterministic eval return {best['mean_return']:.1f} (policy "
+                   f"v{best['policy_version']} at {best['time_s']:.0f}s, {best['env_steps']} env "
+                   f"steps; saved as {s['best_policy']}, which herd evaluate and export take)")
+    if ev.get("mean_return") is not None:
+        out.append(f"final checkpoint's deterministic eval return {ev['mean_return']:.1f} "
+                   f"(policy v{ev['policy_version']})")
+    else:
+        out.append(f"final evaluation skipped: {ev.get('skipped')}")
+    up = s.get("startup") or {}
+    if up.get("first_update_s") is not None:
+        phases = [f"{what} {up[key]:.1f} s" for what, key in
+                  (("actors ready", "actors_ready_s"), ("first eval", "first_eval_s"))
+                  if up.get(key) is not None]
+        out.append(f"first update {up['first_update_s']:.1f} s after {up['since']} ("
+                   + "; ".join([", ".join(phases)] * bool(phases) + ["summary.json's startup has every phase"])
+                   + ")")
+    files = [name for name in RUN_FILES if (run_dir / name).exists()]
+    out.append(f"results: {run_dir}  ({', '.join(files)})" if files else f"results: {run_dir}")
+    return out
+
+
+RUN_FILES = ("summary.json", "metrics.csv", "curve.png", "tb/", "checkpoint/", "checkpoint-best/",
+             "best_policy.pb")
+"""The files of a run folder a finished job's summary names, where they exist."""
+
+
+LEGEND = ("st/s: env steps/s (window above)  acked: transitions the learner took\n"
+          "MB: sent  ver: policy version  ms: push round trip  infl: batches in flight\n"
+          "rc: reconnects  (every figure: docs/status.md)")
+"""The actor table's legend, in lines that fit an 80-column terminal."""
+
+
+def learner_lines(ls: dict, p: dict) -> list[str]:
+    """The status box's learner lines, each labelled and under 76 characters for values of
+    up to 9 digits: a box of 80 columns holds them without a wrap."""
+    rate = p.get("updates_per_s", ls["updates_per_s"])
+    staged = ls["received"] - ls["inserted"]
+    lines = [
+        (f"updates {ls['updates']:,} ({rate:,.0f}/s)  policy v{ls['policy_version']:,}  "
+        f"lag {ls['mean_policy_lag']:.1f}  on {ls['device']}"),
+        (f"received {ls['received']:,} = inserted {ls['inserted']:,} + staged {staged:,}"),
+        (f"buffer {ls['replay_size']:,}/{ls['replay_capacity']:,}  rejected batches "
+        f"{ls['rejected_batches']}  refused actors {ls.get('refused_actors', 0)}"),
+    ]
+    if ls.get("frames_received"):  # a pixel env: its frames, and rows whose frame was gone
+        lines.append(f"frames {ls['frames_received']:,}  rows unresolved {ls.get('rows_unresolved', 0):,}")
+    if ls.get("gpu_mem_reserved"):  # a learner on the CPU has none to show
+        lines.append(f"gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/"
+                     f"{ls['gpu_mem_reserved'] / 2**20:.0f} MiB (allocated/reserved)")
+    return lines
+
+
+def progress_line(p: dict, now: float | None) -> str:
+    """The driver's last progress row: returns, the job's env steps/s, and the time since the
+    job started, counted on to the status's own time (rows come every run.log_every_s)."""
+    elapsed = p.get("time_s", 0)
+    if now is not None and p.get("unix_time"):
+        elapsed += max(0.0, now - p["unix_time"])
+    return (f"elapsed {elapsed:.0f}s  eval return {_fmt(p.get('eval_return'))}  train return "
+            f"{_fmt(p.get('train_return'))}\nenv steps/s {_fmt(p.get('env_steps_per_s'), ',.0f')} "
+            f"(all actors, last {RATE_WINDOW_S:g} s)")
+
+
 def status_view(st: dict):
     """One renderable of a job's status: a learner panel over a table with a row per actor."""
     from rich.console import Group
@@ -163,32 +243,15 @@ def status_view(st: dict):
 
     ls = st["learner"]
     p = st.get("progress") or {}
-    if "error" in ls:
-        head = f"[red]{ls['error']}[/]"
-    else:
-        # the driver's rates are over several seconds (the learner's own, over the last one)
-        rate = p.get("updates_per_s", ls["updates_per_s"])
-        head = (
-            f"learner {ls['device']} [dim]{ls['learner_id']}[/]  updates {ls['updates']} "
-            f"({rate:.0f}/s)  received {ls['received']}  inserted {ls['inserted']}\n"
-            f"buffer {ls['replay_size']}/{ls['replay_capacity']}  policy v{ls['policy_version']}  "
-            f"lag {ls['mean_policy_lag']:.1f}  rejected {ls['rejected_batches']}  "
-            f"refused {ls.get('refused_actors', 0)}"
-        )
-        if ls.get("frames_received"):  # a pixel env: its frames, and rows whose frame was gone
-            head += (f"\nframes {ls['frames_received']}  rows unresolved "
-                     f"{ls.get('rows_unresolved', 0)}")
-        if ls.get("gpu_mem_reserved"):  # a learner on the CPU has none to show
-            head += f"  gpu mem {ls['gpu_mem_allocated'] / 2**20:.0f}/{ls['gpu_mem_reserved'] / 2**20:.0f} MiB"
+    head = "\n".join(f"[red]{ls['error']}[/]" if "error" in ls else learner_lines(ls, p))
     if p:
-        head += (f"\neval return {_fmt(p.get('eval_return'))}  train return "
-                 f"{_fmt(p.get('train_return'))}  env steps/s {_fmt(p.get('env_steps_per_s'), '.0f')}  "
-                 f"t={p.get('time_s', 0):.0f}s")
+        head += "\n" + progress_line(p, st.get("time"))
     if st.get("relays"):
         streams = sum(r.get("weight_streams", 0) for r in st["relays"].values())
         head += f"\nweights relays {len(st['relays'])} ({streams} actor streams)"
     if st.get("stop_requested"):
-        head += "\n[yellow]stop requested[/]"
+        why = (st.get("stop_why") or {}).get("why")
+        head += f"\n[yellow]stop requested{f' ({why})' if why else ''}: winding down[/]"
     from rich import box
 
     waiting = [a for a in st["actors"] if a.get("waiting")]  # one line for all of them, below
@@ -204,8 +267,7 @@ def status_view(st: dict):
     # short headers: the table fits an 80-column terminal (see the caption)
     for name in ("pid", "steps", "st/s", "acked", "MB", "return", "ver", "ms", "infl", "rc"):
         t.add_column(name, justify="right", no_wrap=True)
-    t.caption = ("st/s: env steps/s  acked: transitions acknowledged  MB: sent  ver: policy version  "
-                 "ms: push round trip  infl: batches in flight  rc: reconnects")
+    t.caption = LEGEND
     notes = []
     if waiting:
         notes.append(f"[yellow]{len(waiting)} actor{'s' if len(waiting) > 1 else ''} "

@@ -18,7 +18,7 @@ twice its mean by turns."""
 def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tuple) -> dict:
     """One metrics row (cluster/metrics.py's COLUMNS) from the controller's status `st`, the
     last evaluation's return and the seconds since the start; rates are since `prev`, the oldest
-    sample of the rate window: (time, received, updates, actors' steps)."""
+    sample of the rate window: (time, received, updates, actors' steps[, inserted])."""
     ls, actors = st["learner"], st["actors"]
     dt = max(time.monotonic() - prev[0], 1e-9)
     returns = [a["mean_return"] for a in actors if a.get("mean_return") is not None]
@@ -31,6 +31,8 @@ def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tupl
         "updates_per_s": (ls["updates"] - prev[2]) / dt,
         "received": ls["received"],
         "inserted": ls["inserted"],
+        # rows go into the ring in blocks: over one second the learner's own rate reads 0 by turns
+        "inserts_per_s": (ls["inserted"] - prev[4]) / dt if len(prev) > 4 else None,
         "replay_size": ls["replay_size"],
         "policy_version": ls["policy_version"],
         "policy_lag": ls["mean_policy_lag"],
@@ -77,3 +79,13 @@ def format_row(r: dict) -> str:
             f"updates={r['updates']} ({r['updates_per_s']:.0f}/s) buffer={r['replay_size']} "
             f"actors={r['actors']} lag={r['policy_lag']:.1f} train_return={fmt(r['train_return'])} "
             f"eval_return={fmt(r['eval_return'])}")
+
+
+def window_rates(learner: dict, progress: dict) -> dict:
+    """The learner's status with its updates/s and inserts/s over the driver's rate window (the
+    last progress row's) where there is one: the learner's own are over its last second, and
+    rows go into the ring in blocks, so its inserts/s reads 0 between two of them."""
+    if "error" in learner or progress.get("inserts_per_s") is None:
+        return learner
+    return {**learner, "updates_per_s": progress["updates_per_s"],
+            "inserts_per_s": progress["inserts_per_s"], "rates_over_s": RATE_WINDOW_S}

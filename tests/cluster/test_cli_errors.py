@@ -36,7 +36,7 @@ def test_user_errors_on_a_live_cluster(ray_cluster, tmp_path):
     job = "herd-nosuch-20261201-000000-0000"
     for args, must in ((("status", job), f"no job {job}"), (("logs", job), "no job"),
                        (("stop", job), "no job"), (("scale", job, "--actors", "1"), "no job"),
-                       (("scale", job, "--actors", "-1"), "--actors must be 0 or more, got -1"),
+                       (("scale", job, "--actors", "-1"), "--actors must be 1 or more, got -1"),
                        (("evaluate", str(tmp_path), "--episodes", "0"), "--episodes must be 1 or more")):
         one_line(herd(*args), 2, must)
 

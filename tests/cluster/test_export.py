@@ -4,6 +4,7 @@ both network layouts with observation normalization, and `herd evaluate` takes e
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,9 @@ def test_cli_export_evaluate_and_bad_input(make_learner, env_cfg, tmp_path, caps
     assert main(["export", str(run), "--format", "safetensors"]) == 0
     assert "(the run's best policy" in capsys.readouterr().out
     assert (run / "export" / "policy.safetensors").is_file()
+    # the export is as readable as the JSON beside it (safetensors writes a private temp file)
+    modes = {stat.S_IMODE((run / "export" / n).stat().st_mode) for n in ("policy.safetensors", "policy.json")}
+    assert len(modes) == 1, modes
     assert main(["evaluate", str(run), "--episodes", "1", "--final"]) == 0
     assert f"from {run / 'checkpoint'} (the run's final checkpoint)" in capsys.readouterr().out
     junk = tmp_path / "junk.onnx"

@@ -123,7 +123,7 @@ def test_herd_up_is_loopback_only_with_token_auth_and_down_stops_only_it(ray_clu
         jobs = json.loads(urllib.request.urlopen(req, timeout=10).read())
         assert jobs == [], jobs
         r = herd("list")
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0 and "no Herd jobs on the cluster" in r.stdout, r.stderr
         # a second `up` finds it and says so: no second start, no false auth warning
         r = herd("up", "--dashboard-port", str(dash))
         assert r.returncode == 0 and "already up" in r.stdout and not r.stderr, (r.stdout, r.stderr)

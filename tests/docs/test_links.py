@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-FENCE = re.compile(r"```.*?```", re.S)
+FENCE = re.compile(r"```.*?```", re.DOTALL)
 
 
 def broken_links(page: Path) -> list[str]:
