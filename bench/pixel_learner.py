@@ -50,6 +50,9 @@ ROWS = {
     "fp32": {"amp": "off"},
     "eager": {"cuda_graph": False},
     "nchw": {"channels_last": False},  # the encoder's convs on NCHW tensors (Encoder.channels_last)
+    "no-pad": {"pad_to": 1},  # the first conv on its 9 channels as they are (Encoder.pad_to)
+    "compile-no-target-encoder": {"compile": True, "target_encoder": False},
+    "compile-no-target-encoder-no-pad": {"compile": True, "target_encoder": False, "pad_to": 1},
     "batch512": {"pixel_batch_size": 512},
     "privileged": {"privileged_critic": True},
 }
@@ -93,6 +96,7 @@ def sync(device: torch.device) -> None:
 def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict, FrameReplay]:
     settings = dict(settings)
     Encoder.channels_last = settings.pop("channels_last", True)
+    Encoder.pad_to = settings.pop("pad_to", 8)
     cfg = LearnerConfig.flat(**{**args.base, "device": device.type, "capacity": args.capacity,
                                 **settings, **args.sets})
     configure_backends(device, cfg.compute.tf32)
@@ -128,6 +132,7 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
                graph=step.use_graph, compile=bool(cfg.compute.compile and cuda),
                updates_per_call=k, target_encoder=cfg.encoder.target_encoder,
                privileged_critic=cfg.encoder.privileged_critic, channels_last=Encoder.channels_last,
+               pad_to=Encoder.pad_to,
                updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),
                us_per_update=round(1e6 / ups, 1), setup_s=round(setup_s, 2),
                finite=bool(torch.isfinite(out).all()), **memory_metrics(device))

@@ -48,12 +48,21 @@ class Encoder(nn.Module):
 
     channels_last = True
     """NHWC on CUDA: cuDNN's tensor-core convs take it without transposes."""
+    pad_to = 8
+    """On CUDA the first conv reads its input channels zero-padded to a multiple of this (3
+    stacked RGB frames are 9 channels, which cuDNN's tensor-core kernels do not take); 1: none."""
 
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+    def forward(self, pixels: torch.Tensor, pad_to: int | None = None) -> torch.Tensor:
+        pad = (-pixels.shape[1]) % (pad_to or (self.pad_to if pixels.is_cuda else 1))
+        if pad:  # extra channels in, zero weights for them: the same convolution
+            pixels = F.pad(pixels, (0, 0, 0, 0, 0, pad))
         if pixels.is_cuda and self.channels_last:
             pixels = pixels.contiguous(memory_format=torch.channels_last)
         x = pixels.float() / 255.0 - 0.5
-        for conv in self.convs:
+        first, *rest = self.convs
+        weight = F.pad(first.weight, (0, 0, 0, 0, 0, pad)) if pad else first.weight
+        x = torch.relu(F.conv2d(x, weight, first.bias, first.stride))
+        for conv in rest:
             x = torch.relu(conv(x))
         return x.flatten(1)
 

@@ -131,3 +131,18 @@ def test_privileged_critics_read_the_state_and_the_actor_trains_the_encoder():
         sym.load_state_dict(sac.state_dict())
     with pytest.raises(ValueError, match="no state"):
         PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+
+
+def test_padded_first_conv_is_the_same_convolution():
+    """The CUDA path pads 9 input channels to 16 with zero weights for the extra ones: the same
+    features and the same gradients as the plain convolution (forced on the CPU here)."""
+    torch.manual_seed(0)
+    enc = Encoder(9, (20, 20), channels=8, layers=2)
+    x = torch.randint(0, 256, (4, 9, 20, 20), dtype=torch.uint8)
+    plain = enc(x, pad_to=1)
+    g_plain = torch.autograd.grad(plain.square().sum(), enc.convs[0].weight)[0]
+    padded = enc(x, pad_to=8)
+    g_padded = torch.autograd.grad(padded.square().sum(), enc.convs[0].weight)[0]
+    torch.testing.assert_close(padded, plain)
+    assert g_padded.shape == (8, 9, 3, 3)
+    torch.testing.assert_close(g_padded, g_plain)
