@@ -302,8 +302,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     restored = watch.call("status_dict").get("restored") or {}
     # the first window opens at the job's start: steps the actors delivered while the learner
     # started would otherwise count over the few seconds since this loop began
-    recent = [(start, restored.get("received", 0), restored.get("updates", 0), {},
-               restored.get("inserted", 0))]
+    recent = [(start, restored.get("received", 0), restored.get("updates", 0),
+               restored.get("inserted", 0), {})]
     link = ControllerLink(controller)
     try:
         while True:
@@ -319,14 +319,14 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             st = {**st, "learner": ls}
             timeline.observe(st)
             if len(watch.restarts) > restarts:  # counters went back to the checkpoint's
-                recent = [(now, ls["received"], ls["updates"], recent[-1][3], ls["inserted"])]
+                recent = [(now, ls["received"], ls["updates"], ls["inserted"], recent[-1][-1])]
             periodic.poll(ls, now)
             row = progress_row(st, periodic.last_return(), now - start, recent[0])
             row["eval_contact_cost"] = periodic.last_contact_cost()  # beside eval_return
             row["eval_heldout_return"] = periodic.last_heldout_return()
             steps = actor_steps(st["actors"])
             rates = actor_rates(steps, now, recent)
-            recent.append((now, ls["received"], ls["updates"], steps, ls["inserted"]))
+            recent.append((now, ls["received"], ls["updates"], ls["inserted"], steps))
             while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
                 recent.pop(0)
             metrics.write(row, opened=ls["updates"] > 0)

@@ -18,7 +18,7 @@ twice its mean by turns."""
 def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tuple) -> dict:
     """One metrics row (cluster/metrics.py's COLUMNS) from the controller's status `st`, the
     last evaluation's return and the seconds since the start; rates are since `prev`, the oldest
-    sample of the rate window: (time, received, updates, actors' steps[, inserted])."""
+    sample of the rate window: (time, received, updates, [inserted,] actors' steps)."""
     ls, actors = st["learner"], st["actors"]
     dt = max(time.monotonic() - prev[0], 1e-9)
     returns = [a["mean_return"] for a in actors if a.get("mean_return") is not None]
@@ -32,7 +32,7 @@ def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tupl
         "received": ls["received"],
         "inserted": ls["inserted"],
         # rows go into the ring in blocks: over one second the learner's own rate reads 0 by turns
-        "inserts_per_s": (ls["inserted"] - prev[4]) / dt if len(prev) > 4 else None,
+        "inserts_per_s": (ls["inserted"] - prev[3]) / dt if len(prev) > 4 else None,
         "replay_size": ls["replay_size"],
         "policy_version": ls["policy_version"],
         "policy_lag": ls["mean_policy_lag"],
@@ -85,7 +85,9 @@ def window_rates(learner: dict, progress: dict) -> dict:
     """The learner's status with its updates/s and inserts/s over the driver's rate window (the
     last progress row's) where there is one: the learner's own are over its last second, and
     rows go into the ring in blocks, so its inserts/s reads 0 between two of them."""
-    if "error" in learner or progress.get("inserts_per_s") is None:
+    if "error" in learner:
         return learner
+    if progress.get("inserts_per_s") is None:  # no row yet: the learner's own, over a second
+        return {**learner, "rates_over_s": 1.0}
     return {**learner, "updates_per_s": progress["updates_per_s"],
             "inserts_per_s": progress["inserts_per_s"], "rates_over_s": RATE_WINDOW_S}

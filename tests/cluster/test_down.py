@@ -62,6 +62,7 @@ def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_p
     assert s["wind_down"]["grace_s"] == 90 and s["wind_down"]["replay_left_out"] is None
     assert (run / "checkpoint" / "replay.pt").exists()
     assert s["final_eval"]["mean_return"] is not None
+    assert (run / "curve.png").read_bytes()[:4] == b"\x89PNG"  # its picture, written as it ended
 
     # ---- a run with only checkpoint-best/ (as --force leaves one) resumes from it, named ----
     bare = tmp_path / "bare"
@@ -69,6 +70,9 @@ def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_p
     for gone in ("checkpoint", "checkpoints", "summary.json"):
         shutil.rmtree(bare / job / gone, ignore_errors=True)
         (bare / job / gone).unlink(missing_ok=True)
+    # herd plot: the run and its copy (metrics.csv alone: no summary) are one config, one band
+    r = herd("plot", str(run), str(bare / job), "-o", str(tmp_path / "both.png"))
+    assert "wrote" in r.stdout and (tmp_path / "both.png").stat().st_size > 1000
     cfg = {**CFG, "run": {**CFG["run"], "name": "again"}}
     (tmp_path / "again.yaml").write_text(yaml.safe_dump(cfg))
     r = herd("submit", str(tmp_path / "again.yaml"), "--runs-dir", str(tmp_path / "runs2"),

@@ -130,6 +130,8 @@ def _runs_scales_and_stops(job: str, runs, url: str, tmp_path):
     wait_for(lambda: not record_path(job).exists(), 30, "the endpoint's record to go")
 
     summary = json.loads((run_dir / "summary.json").read_text())
+    # its picture is there with its summary (no evaluation finished yet: the driver says why not)
+    assert (run_dir / "curve.png").exists() or not summary["evaluations"], summary["evaluations"]
     # an ended job's status is its final one, from the CLI and the Python API alike
     final = wait_for(lambda: (ended_or_live(job) or {}).get("ended") and ended_or_live(job), 60,
                      "the job to end")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 from rich.progress import Progress
 
@@ -85,6 +86,7 @@ def test_rates_over_the_window_replace_the_learners_last_second():
     assert window_rates(ls, ROW)["inserts_per_s"] == 2100.0
     assert window_rates(ls, ROW)["rates_over_s"] == 10.0
     assert window_rates(ls, {})["inserts_per_s"] == 0.0  # no row yet: the learner's own
+    assert window_rates(ls, {})["rates_over_s"] == 1.0  # the same keys either way
 
 
 def test_a_finished_job_names_only_what_it_has(tmp_path):
@@ -100,3 +102,17 @@ def test_a_finished_job_names_only_what_it_has(tmp_path):
     assert "actors ready 3.1 s" in text
     s["final_eval"] = {"mean_return": None, "skipped": "no time left of the 5 s grace"}
     assert "final evaluation skipped: no time left of the 5 s grace" in live.finish_lines(s, tmp_path)
+
+
+def test_the_drivers_rate_window_gives_inserts_and_actor_rates():
+    import time
+
+    from herd.progress import actor_rates, progress_row
+
+    st = a_status()
+    ls = {**st["learner"], "received": 3000, "inserted": 2048, "losses": {}}
+    t0 = time.monotonic() - 2
+    window = [(t0, 1000, 10, 0, {"actor-0": 1000}), (t0 + 1, 2000, 20, 1024, {"actor-0": 2000})]
+    row = progress_row({**st, "learner": ls}, None, 2.0, window[0])
+    assert row["inserts_per_s"] == pytest.approx(1024, rel=0.05)
+    assert actor_rates({"actor-0": 3000}, t0 + 2, window) == {"actor-0": 1000.0}
