@@ -116,3 +116,26 @@ def test_the_drivers_rate_window_gives_inserts_and_actor_rates():
     row = progress_row({**st, "learner": ls}, None, 2.0, window[0])
     assert row["inserts_per_s"] == pytest.approx(1024, rel=0.05)
     assert actor_rates({"actor-0": 3000}, t0 + 2, window) == {"actor-0": 1000.0}
+
+
+def test_every_figure_of_herd_status_is_explained_on_one_page():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "status.md").read_text()
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    st = a_status()
+    st["relays"], st["stop_requested"] = {"n": {"weight_streams": 1}}, True
+    console.print(live.status_view(st))
+    shown = console.file.getvalue()
+    box = ["updates", "policy v", "lag", "on", "received", "inserted", "staged", "buffer",
+           "rejected batches", "refused actors", "elapsed", "eval return", "train return",
+           "env steps/s", "weights relays", "stop requested"]
+    table = ["actor", "pid", "steps", "st/s", "acked", "MB", "return", "ver", "ms", "infl", "rc"]
+    assert all(label in shown for label in box), shown
+    assert all(f" {label} " in f" {ln} " for label in table for ln in shown.splitlines()
+               if ln.strip().startswith("actor ")), shown
+    missing = [label for label in box + table if f"`{label}`" not in page]
+    assert not missing, missing
+    for book in ("actor_steps", "actor_acked", "learner.received", "learner.inserted",
+                 "inserts_per_s", "rates_over_s", "duplicate_batches", "wind_down"):
+        assert f"`{book}`" in page, book
