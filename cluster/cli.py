@@ -609,11 +609,11 @@ def cmd_scale(args) -> int:
 
 
 def waiting_words(n: int, need: float, free: float) -> str:
-    """Why n actors of a scale have not started, in words that add up: CPUs short, or CPUs free
-    that Ray has not handed them yet."""
+    """Why n actors of a scale have not started, in words that add up: Ray's count of free CPUs
+    is taken as it places the actors this scale started, before they hold theirs."""
     if free >= need:
-        return (f"{n} not started yet: Ray is placing them ({free:g} CPUs free, each needs "
-                f"{need:g})")
+        return (f"{n} waiting for CPUs (each needs {need:g}; {free:g} free before the actors this "
+                "scale started took theirs): they start when CPUs free up or nodes join")
     return (f"{n} waiting for CPUs (each needs {need:g}, {free:g} free): they start when CPUs "
             "free up or nodes join")
 

@@ -51,6 +51,7 @@ from herd.job_setup import (
     within_capacity,
 )
 from herd.learner.service import Learner
+from herd.lineage import BUDGETS, Lineage
 from herd.metrics import MetricsWriter
 from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, EVAL_WAIT_S, PeriodicEvals
 from herd.progress import RATE_WINDOW_S, actor_rates, actor_steps, format_row, progress_row
@@ -237,6 +238,12 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     timeline.compiled = cfg.learner.compute.cuda_graph or cfg.learner.compute.compile
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(redacted(cfg))
+    lineage = Lineage(resume)
+    if resume:
+        carried = lineage.carry_metrics(run_dir)
+        print(f"[herd] resuming {resume}: {BUDGETS}" + (
+            f"; metrics.csv and curve.png go on from {lineage.earlier}'s ({carried} rows)"
+            if carried else ""), flush=True)
     start = time.monotonic()
     # ---- the env spec every component agrees on ----
     spec = codec.spec_to_proto(cfg.env.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
@@ -329,7 +336,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
             recent.append((now, ls["received"], ls["updates"], ls["inserted"], steps))
             while len(recent) > 1 and now - recent[1][0] >= RATE_WINDOW_S:  # the oldest stays >= W old
                 recent.pop(0)
-            metrics.write(row, opened=ls["updates"] > 0)
+            metrics.write(lineage.row(row), opened=ls["updates"] > 0)
             link.tell("set_progress", {**row, "max_env_steps": cfg.run.max_env_steps,
                                        "max_seconds": cfg.run.max_seconds,
                                        "actor_steps_per_s": rates, "unix_time": time.time(),
@@ -429,6 +436,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "best_reached_target": (cfg.run.target_return is not None and bool(periodic.evals)
                                 and periodic.best()["mean_return"] >= cfg.run.target_return),
         "resumed_from": resume,
+        "lineage": lineage.record(),  # the run resumed, and how this one's budgets count
         "evaluations": periodic.evals,
         "learner": {k: v for k, v in final_learner.items() if k != "losses"},
         "actor_steps": int(sum(a.get("steps", 0) for a in actors_final)),
@@ -449,7 +457,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     metrics.close({"final_eval_return": final_eval["mean_return"], "stop_reason": reason,
                    "best_eval_return": (summary["best_eval"] or {}).get("mean_return")})
     try:  # before summary.json: a job whose summary is there has its picture too
-        write_curve(run_dir, periodic.evals)
+        write_curve(run_dir, lineage.evaluations(periodic.evals))
     except Exception as e:  # noqa: BLE001 -- no evaluation, no matplotlib: a picture is no result
         print(f"[herd] no {CURVE}: {one_line(e)}", flush=True)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

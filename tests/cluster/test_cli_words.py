@@ -1,7 +1,7 @@
 """The CLI's words agree with what it does: every flag says what it is for; --final / --best of
 one policy file are refused rather than ignored; a --video under a file is refused before any
-episode runs; negative and zero actor counts get one rule; a scale whose actors have CPUs free
-does not say they wait for CPUs; a missing env package names --working-dir. No cluster needed."""
+episode runs; negative and zero actor counts get one rule; a scale whose actors wait beside free CPUs
+says why; a missing env package names --working-dir. No cluster needed."""
 
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def test_actor_counts_below_one_follow_one_rule():
              "run.start_without_actors: true)")
 
 
-def test_a_scale_with_cpus_free_does_not_say_it_waits_for_cpus():
-    assert "waiting for CPUs" not in cli.waiting_words(1, 0.5, 0.5)
-    assert "Ray is placing them" in cli.waiting_words(1, 0.5, 0.5)
+def test_a_scale_with_cpus_free_says_why_its_actors_wait():
+    assert "(each needs 0.5; 0.5 free before the actors this scale started took theirs)" in \
+        cli.waiting_words(1, 0.5, 0.5)
     assert "waiting for CPUs (each needs 1, 0.5 free)" in cli.waiting_words(1, 1.0, 0.5)
 
 

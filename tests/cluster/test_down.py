@@ -1,6 +1,7 @@
 """`herd down` while a job trains: the job is wound down first (summary.json, final checkpoint,
 books with steps = acked = received = inserted), one line per job, then the cluster stops. A run
-that kept only checkpoint-best/ (a cluster stopped with --force) resumes from it, named.
+that kept only checkpoint-best/ (a cluster stopped with --force) resumes from it, named, and
+its metrics.csv and curve.png go on from that run's.
 
 Real parts: a `herd up` cluster of the test's own (private HOME, loopback, token auth), the real
 learner over gRPC, real MuJoCo actors; the resume runs on the suite's cluster.
@@ -8,6 +9,7 @@ learner over gRPC, real MuJoCo actors; the resume runs on the suite's cluster.
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
@@ -24,6 +26,14 @@ pytestmark = pytest.mark.cluster
 CFG = {**SMALL, "learner": small_learner(min_size=300),
        "run": {**SMALL["run"], "name": "downed", "save_replay": True, "eval_every_s": 2,
                "checkpoint_every_s": 600}}
+
+
+def rows_of(run) -> list[dict]:
+    try:
+        with open(run / "metrics.csv", newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
 
 
 def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_path):
@@ -75,7 +85,8 @@ def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_p
     assert "wrote" in r.stdout and (tmp_path / "both.png").stat().st_size > 1000
     cfg = {**CFG, "run": {**CFG["run"], "name": "again"}}
     (tmp_path / "again.yaml").write_text(yaml.safe_dump(cfg))
-    r = herd("submit", str(tmp_path / "again.yaml"), "--runs-dir", str(tmp_path / "runs2"),
+    runs2, before = tmp_path / "runs2", rows_of(bare / job)
+    r = herd("submit", str(tmp_path / "again.yaml"), "--runs-dir", str(runs2),
              "--resume", str(bare / job))
     again = next(ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("submitted"))
     try:
@@ -83,8 +94,18 @@ def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_p
         first = wait_for(lambda: controller_up(again), 150, "the resumed job's controller")
         assert first["learner"]["restored"]["path"].endswith("checkpoint-best")
         assert first["learner"]["updates"] > 0
+        # its metrics.csv goes on from the earlier run's rows, then rows of its own
+        wait_for(lambda: len(rows_of(runs2 / again)) > len(before), 60, "a row of its own")
     finally:
         herd("stop", again, check=False)
-    wait_for(lambda: (tmp_path / "runs2" / again / "summary.json").exists(), 120, "its summary")
-    resumed = json.loads((tmp_path / "runs2" / again / "summary.json").read_text())
+    wait_for(lambda: (runs2 / again / "summary.json").exists(), 120, "its summary")
+    resumed = json.loads((runs2 / again / "summary.json").read_text())
     assert resumed["resumed_from"].endswith(f"{job}/checkpoint-best")
+    assert resumed["lineage"]["earlier_run"] == str(bare / job)
+    assert "max_env_steps counts the env steps of the run resumed" in resumed["lineage"]["budgets"]
+    after = rows_of(runs2 / again)
+    assert after[:len(before)] == before
+    assert float(after[len(before)]["time_s"]) > float(before[-1]["time_s"])
+    # env steps go on from the checkpoint's (checkpoint-best/ is older than the run's last row)
+    assert int(after[len(before)]["env_steps"]) >= first["learner"]["restored"]["received"]
+    assert (runs2 / again / "curve.png").exists()  # the earlier run's evaluations at least
