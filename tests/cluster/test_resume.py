@@ -84,8 +84,13 @@ def test_resume_continues_counters_buffer_and_policy(ray_cluster, tmp_path):
     assert la["learner_id"] != lb["learner_id"]  # a new learner process, A's state
     # B's first metrics row: rates since the resume (one actor: ~1,000 env steps/s here), not
     # A's restored counters over B's first second (they read >= 6,000/s)
+    # (B's metrics.csv goes on from A's rows: its own come after them)
+    with open(runs / job_a / "metrics.csv") as f:
+        rows_a = list(csv.DictReader(f))
     with open(runs / job_b / "metrics.csv") as f:
-        first_row = next(csv.DictReader(f))
+        rows_b = list(csv.DictReader(f))
+    assert rows_b[:len(rows_a)] == rows_a and b["lineage"]["earlier_run"] == str(runs / job_a)
+    first_row = rows_b[len(rows_a)]
     assert float(first_row["env_steps_per_s"]) < 3_000, first_row
     assert float(first_row["updates_per_s"]) < 3_000, first_row
     assert b["resumed_from"] and b["reached_target"] is False  # no target_return: nothing claimed
