@@ -61,7 +61,7 @@ class ControllerLink:
 def final_books(link: ControllerLink, learner, restarted: bool) -> dict:
     """{"actors": one entry of final counts per actor process (or per actor id, for the killed
     ones), "killed": processes that could not report, "lost_at_least": steps they took and
-    never delivered}. With a learner that restarted, its per-actor counts begin again at the
+    never delivered, "nodes_lost": nodes the job saw die (cluster/nodes.py)}. With a learner that restarted, its per-actor counts begin again at the
     restore: the killed processes then count with their last polled figures, a lower bound."""
     try:
         st = link.call("status", timeout=120)
@@ -73,7 +73,8 @@ def final_books(link: ControllerLink, learner, restarted: bool) -> dict:
             per_actor = ray.get(learner.received_by_actor.remote(), timeout=30)
         except Exception:  # noqa: BLE001 -- unknown: the lower bound stands
             per_actor = None
-    return settle(st, per_actor, controller_lost=bool(link.lost))
+    return {**settle(st, per_actor, controller_lost=bool(link.lost)),
+            "nodes_lost": list(st.get("nodes_lost") or [])}
 
 
 def settle(st: dict, per_actor: dict[str, int] | None, controller_lost: bool) -> dict:

@@ -30,6 +30,7 @@ from herd.actors.config import ActorConfig, EnvConfig
 from herd.capacity import actor_capacity
 from herd.control import NAMESPACE
 from herd.learner.relay import WeightRelay
+from herd.nodes import NodeWatch
 from herd.progress import window_rates
 
 ACTOR_RESOURCES_ENV = "HERD_ACTOR_RESOURCES"
@@ -73,6 +74,7 @@ class Controller:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_why: dict = {}  # request_stop's reason and grace, for the driver
+        self.nodes = NodeWatch()  # nodes lost while the job runs (status, summary)
         # imported here, not at the top: the driver imports this module, and EnvActor's torch and
         # MuJoCo would cost its start-up a second (this process needs them in any case)
         from herd.actors.env_actor import EnvActor
@@ -340,6 +342,10 @@ class Controller:
         except Exception as e:  # noqa: BLE001 -- reported in the status, which must not fail
             learner = {"error": f"learner unavailable: {type(e).__name__}: {e}"}
         actors = self.actor_stats()
+        try:
+            nodes_lost = self.nodes.observe(ray.nodes())
+        except Exception:  # noqa: BLE001 -- the GCS did not answer: the last known losses
+            nodes_lost = list(self.nodes.lost)
         return {
             "job_id": self.job_id,
             "time": time.time(),
@@ -355,6 +361,7 @@ class Controller:
             "relays": self.relay_stats(),
             "stop_requested": self._stop.is_set(),
             "stop_why": dict(self._stop_why),
+            "nodes_lost": nodes_lost,
         }
 
     def set_progress(self, progress: dict) -> None:

@@ -446,7 +446,8 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         "relays": relays,  # by node id, with actors.weights_relay: their final stats
         "faults": {**faults_summary(watch.restarts, acked, final_learner, actors_final),
                    "controller_lost": link.lost, "killed_actor_processes": books["killed"],
-                   "killed_steps_lost_at_least": books["lost_at_least"]},
+                   "killed_steps_lost_at_least": books["lost_at_least"],
+                   "nodes_lost": books["nodes_lost"]},
         "checkpoint": ckpt_dir if (Path(ckpt_dir) / "model.pt").exists() else None,
         "checkpoint_errors": checkpoint_errors,
         "wind_down": grace.record(),  # `herd down`'s grace and what did not fit in it

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from herd.nodes import lost_line
 from herd.progress import RATE_WINDOW_S
 from herd.ray_errors import failure_line
 
@@ -249,6 +250,8 @@ def status_view(st: dict):
     if st.get("relays"):
         streams = sum(r.get("weight_streams", 0) for r in st["relays"].values())
         head += f"\nweights relays {len(st['relays'])} ({streams} actor streams)"
+    if st.get("nodes_lost"):
+        head += f"\n[red]{lost_line(st['nodes_lost'])}[/]"
     if st.get("stop_requested"):
         why = (st.get("stop_why") or {}).get("why")
         head += f"\n[yellow]stop requested{f' ({why})' if why else ''}: winding down[/]"

@@ -125,11 +125,12 @@ def test_every_figure_of_herd_status_is_explained_on_one_page():
     console = Console(file=io.StringIO(), width=200, color_system=None)
     st = a_status()
     st["relays"], st["stop_requested"] = {"n": {"weight_streams": 1}}, True
+    st["nodes_lost"] = [{"node_id": "ab" * 28, "address": "10.0.0.7", "unix_time": 1.0, "cpus": 8}]
     console.print(live.status_view(st))
     shown = console.file.getvalue()
     box = ["updates", "policy v", "lag", "on", "received", "inserted", "staged", "buffer",
            "rejected batches", "refused actors", "elapsed", "eval return", "train return",
-           "env steps/s", "weights relays", "stop requested"]
+           "env steps/s", "weights relays", "node lost", "stop requested"]
     table = ["actor", "pid", "steps", "st/s", "acked", "MB", "return", "ver", "ms", "infl", "rc"]
     assert all(label in shown for label in box), shown
     assert all(f" {label} " in f" {ln} " for label in table for ln in shown.splitlines()
