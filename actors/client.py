@@ -28,7 +28,7 @@ from herd.proto import herd_pb2_grpc as pb_grpc
 log = logging.getLogger("herd.actor")
 _CLOSE = object()
 UNKNOWN_SESSION = grpc.StatusCode.FAILED_PRECONDITION.value[0]
-"""A batch's ack code when the learner does not know the batch's session (learner/validate.py):
+"""A batch's ack code when the learner does not know the batch's session (learner/rpc/validate.py):
 the one ack the client answers with a new handshake, never counted rejected."""
 HANDSHAKE_TIMEOUT_S = 60.0
 """A handshake's deadline. A learner that is down refuses the connection at once, one whose
@@ -42,7 +42,7 @@ class LearnerClient:
                  window: int = 4, backoff=(0.2, 5.0), max_message_mb: int = 64, on_weights=None,
                  tls_ca: str | None = None, weights_address: str | None = None):
         """`weights_address`: where to watch for weights, when not the learner itself (the
-        node's relay, learner/relay.py, on loopback)."""
+        node's relay, learner/rpc/relay.py, on loopback)."""
         self.address, self.actor_id, self.spec = address, actor_id, spec
         self.window, self.backoff = window, backoff
         self.on_weights = on_weights

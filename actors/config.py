@@ -174,7 +174,7 @@ class ActorConfig(BaseModel):
     gamma: float = Field(0.99, gt=0, le=1)
     """Discount of the n-step sums; the job sets it from learner.algorithm.gamma."""
     weights_relay: bool = False
-    """Actors watch for weights at one relay per node (learner/relay.py), not the learner."""
+    """Actors watch for weights at one relay per node (learner/rpc/relay.py), not the learner."""
     tls_ca: str | None = None
     """PEM of the CA (or the learner's self-signed cert) when the learner serves TLS."""
     seed: int = 0

@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         from herd.actors.config import EnvConfig
         from herd.actors.envs import describe, make_env
         from herd.learner.config import LearnerConfig
-        from herd.learner.service import Learner
+        from herd.learner.learner import Learner
         from herd.proto import codec
 
         d = describe(make_env(EnvConfig(id=args.env)))

@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from herd.actors.config import EnvConfig
     from herd.actors.env_actor import EnvActor
     from herd.actors.envs import describe, make_env
-    from herd.learner.service import Learner
+    from herd.learner.learner import Learner
     from herd.proto import codec
 
     start_ray(cores)  # before the learner's gRPC threads exist (Ray forks its processes)

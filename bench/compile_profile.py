@@ -9,7 +9,7 @@ Each arm runs twice, each time in a fresh process: cold (TORCHINDUCTOR_CACHE_DIR
 TRITON_CACHE_DIR in a new empty folder), then warm (the same folder, as the learner's swap
 finds it after its twin's compile). On CUDA the process does what `herd precompile` does:
 compile, warm up and capture `updates_per_call` updates as one CUDA graph on a small ring
-(learner/precompile.py). On the CPU, where the learner never compiles, it compiles the update
+(learner/graph/precompile.py). On the CPU, where the learner never compiles, it compiles the update
 with inductor's C++ backend and runs the same warm-up, so the tool can be tried here; only the
 shape of its profile carries over. An arm is NAME:KEY=VALUE[;KEY=VALUE], a key
 `learner.<section>.<field>` or `$ENV_VAR`. Writes one flat record per run to bench/results/compile-profile-<machine>.json:
@@ -86,9 +86,9 @@ def child(job: dict) -> dict:
     import_torch_s = time.perf_counter() - t0
     from common import learner_from
 
-    from herd.learner.graphed import GraphedUpdate
-    from herd.learner.precompile import small_update
-    from herd.learner.service import pick_device
+    from herd.learner.graph.capture import GraphedUpdate
+    from herd.learner.graph.precompile import small_update
+    from herd.learner.learner import pick_device
 
     cfg = learner_from(job["config"], **job["learner"])
     device = pick_device(cfg.compute.device)

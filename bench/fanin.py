@@ -163,8 +163,8 @@ def client_process(address: str, first: int, count: int, rows_per_batch: int, wi
 
 
 def relay_process(address: str, port, stop) -> None:
-    """One node's weights relay (learner/relay.py), as the driver places one per node."""
-    from herd.learner.relay import WeightRelay
+    """One node's weights relay (learner/rpc/relay.py), as the driver places one per node."""
+    from herd.learner.rpc.relay import WeightRelay
 
     relay = WeightRelay(address)
     port.value = relay.port
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from bench.common import learner_from
     from herd.learner.config import LearnerConfig
-    from herd.learner.service import Learner
+    from herd.learner.learner import Learner
 
     min_replay = 5_000 if args.quick else 50_000
     make = (lambda **kw: learner_from(args.config, **kw)) if args.config else LearnerConfig.flat

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     out = result_path("ingest", args.out, args.quick)
 
     from herd.learner.config import LearnerConfig
-    from herd.learner.service import Learner
+    from herd.learner.learner import Learner
 
     cfg = LearnerConfig.flat(ratio=None, min_size=args.rows * 4, batch_size=args.batch,
                              capacity=1_000_000 if not args.quick else 50_000,

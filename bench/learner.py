@@ -45,9 +45,9 @@ from rich.table import Table
 
 from herd.config import ConfigError, parse_sets
 from herd.learner.config import SECTION_OF, LearnerConfig
-from herd.learner.graphed import GraphedUpdate, configure_backends
-from herd.learner.replay import ReplayBuffer, memory_metrics
-from herd.learner.sac import SAC
+from herd.learner.graph.capture import GraphedUpdate, configure_backends
+from herd.learner.replay.ring import ReplayBuffer, memory_metrics
+from herd.learner.update.sac import SAC
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Row:
     amp: str  # off | bf16 | fp16
     graph: bool
     compile: bool
-    simultaneous: bool = True  # actor and critic steps on parallel streams (learner/branches.py)
+    simultaneous: bool = True  # actor and critic steps on parallel streams (learner/update/branches.py)
     in_flight: int = 2  # replays queued before the host sleeps on an event; 0: it spins instead
 
 

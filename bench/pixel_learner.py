@@ -1,7 +1,7 @@
 """The pixel update alone: how many DrQ-style SAC updates per second the learner makes from frames.
 
-The pixel twin of bench/learner.py: PixelSAC (learner/pixel_sac.py) on a frame replay
-(learner/frame_replay.py) prefilled on the device with random frames and rows, so that it
+The pixel twin of bench/learner.py: PixelSAC (learner/update/pixel_sac.py) on a frame replay
+(learner/replay/frames.py) prefilled on the device with random frames and rows, so that it
 measures the update (the stack gather, the random shift, the conv encoder, the critics, the actor,
 both Adams, the Polyak step), not ingest. Each row is a learner setting over a config's own
 (`--config`, default configs/walker-walk-pixels.yaml: 84x84, 3 frames, walker's 6 actions),
@@ -34,11 +34,11 @@ import yaml
 
 from bench.common import console, header, result_path, save
 from herd.learner.config import SECTION_OF, LearnerConfig
-from herd.learner.encoder import Encoder
-from herd.learner.frame_replay import FrameReplay
-from herd.learner.graphed import GraphedUpdate, configure_backends
-from herd.learner.pixel_teacher import make_pixel_sac
-from herd.learner.replay import memory_metrics
+from herd.learner.graph.capture import GraphedUpdate, configure_backends
+from herd.learner.replay.frames import FrameReplay
+from herd.learner.replay.ring import memory_metrics
+from herd.learner.update.encoder import Encoder
+from herd.learner.update.pixel_teacher import make_pixel_sac
 
 ROWS = {
     # name: learner settings over the config's

@@ -83,7 +83,7 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     checkpoint's config and loaded from it, packs its actor (layout, observation statistics)
     exactly as the learner published it to the actors."""
     from herd.learner.config import LearnerConfig
-    from herd.learner.sac import SAC
+    from herd.learner.update.sac import SAC
 
     state = load_checkpoint(ckpt)
     env = make_env(env_cfg)
@@ -92,7 +92,7 @@ def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
     obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
     cfg = LearnerConfig.from_saved(state.get("config", {}), device="cpu")  # either layout
     if d.get("frame_stack"):  # a pixel env's learner: the conv encoder's SAC
-        from herd.learner.pixel_teacher import make_pixel_sac
+        from herd.learner.update.pixel_teacher import make_pixel_sac
 
         sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"],
                              d["frame_stack"], action_dim, d["action_low"], d["action_high"], "cpu",

@@ -797,7 +797,7 @@ def cmd_precompile(args) -> int:
 
     from herd.actors.envs import EnvError
     from herd.config import ConfigError, check_env, load_config
-    from herd.learner.service import pick_device
+    from herd.learner.learner import pick_device
 
     try:
         cfg = load_config(args.config, args.set or ())
@@ -806,7 +806,7 @@ def cmd_precompile(args) -> int:
     except (ConfigError, EnvError, RuntimeError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
-    from herd.learner.precompile import precompile
+    from herd.learner.graph.precompile import precompile
 
     seconds = precompile(cfg.learner, int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"])),
                          d["action_low"], d["action_high"], device)

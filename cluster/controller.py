@@ -10,7 +10,7 @@ Env actors go where $HERD_ACTOR_RESOURCES (JSON, e.g. {"herd_worker": 1}; set by
 `herd submit --actor-resources`) says: Ray custom resources that only CPU worker nodes offer.
 
 With actors.weights_relay the controller picks each env actor's node itself, so that the node's
-weights relay (learner/relay.py; one Ray actor per job and node, 0 CPUs) is there before it:
+weights relay (learner/rpc/relay.py; one Ray actor per job and node, 0 CPUs) is there before it:
 the actor watches for weights on the relay's loopback port instead of at the learner.
 """
 
@@ -29,7 +29,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from herd.actors.config import ActorConfig, EnvConfig
 from herd.capacity import actor_capacity
 from herd.control import NAMESPACE
-from herd.learner.relay import WeightRelay
+from herd.learner.rpc.relay import WeightRelay
 from herd.nodes import NodeWatch
 from herd.progress import window_rates
 

@@ -10,7 +10,7 @@ summary.json.
 
 Faults: env actors are restarted by Ray (actors.max_restarts). The learner is a Ray actor with
 max_restarts on a fixed port; a restarted learner restores the job's latest checkpoint
-(learner/service.py) and actors reconnect to the same address. The driver rides out the gap,
+(learner/learner.py) and actors reconnect to the same address. The driver rides out the gap,
 and summary.json says what the gap cost (updates and transitions since that checkpoint).
 """
 
@@ -50,7 +50,7 @@ from herd.job_setup import (
     token_from_kv,
     within_capacity,
 )
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
 from herd.lineage import BUDGETS, Lineage
 from herd.metrics import MetricsWriter
 from herd.periodic_eval import BEST_CHECKPOINT, BEST_POLICY, EVAL_WAIT_S, PeriodicEvals
@@ -271,7 +271,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
         controller, scaling = start_actors(cfg, job_id, learner, early)
     try:
         address = ray.get(learner.address.remote())
-    except RayTaskError as e:  # its __init__ failed and kept the reason (learner/service.py)
+    except RayTaskError as e:  # its __init__ failed and kept the reason (learner/learner.py)
         ray.kill(learner, no_restart=True)
         raise LearnerStartError(f"the learner could not start: {cause_line(e)}") from None
     except RayActorError as e:  # its process died on the way

@@ -19,7 +19,7 @@ import ray
 
 from herd.capacity import actor_capacity
 from herd.config import ConfigError, JobConfig, dump_config
-from herd.learner.server import is_loopback
+from herd.learner.rpc.server import is_loopback
 
 REDACTED = "<redacted>"
 
@@ -57,7 +57,7 @@ def check_cluster(cfg: JobConfig, env: dict) -> list[str]:
     obs_bytes = 2 if cfg.learner.replay.dtype in ("bfloat16", "float16") else 4
     ring = cfg.learner.replay.capacity * (2 * obs_dim * obs_bytes + (act_dim + 2) * 4)
     node_mem = max((r.get("memory", 0) for r in nodes), default=0)
-    # a pixel replay is capped by the learner to what its device holds (learner/replay_fit.py)
+    # a pixel replay is capped by the learner to what its device holds (learner/replay/fit.py)
     if not pixels and learner_gpus(cfg) == 0 and node_mem and ring > node_mem:
         raise ConfigError(f"the replay ring needs {ring / 2**30:.1f} GiB (learner.replay.capacity="
                           f"{cfg.learner.replay.capacity}) but the largest node offers Ray "

@@ -13,14 +13,14 @@ process began), keys `<phase>_s` in summary.json's "startup":
     driver_ready     the cluster checked; the learner is asked for next
     learner_process  the learner actor's worker process began; `submitted` when Ray
                      prestarted it (a job without runtime_env env_vars takes those workers)
-    learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.service imported)
+    learner_init     Learner.__init__ entered (Ray's worker booted, herd.learner.learner imported)
     learner_torch    torch and the learner's modules imported
     learner_device   the device ready (on CUDA, its context opened)
     learner_buffer   the replay ring allocated
     learner_sac      the SAC networks and optimizers built
     learner_listening  the learner's gRPC server answers (as the driver sees it); after
                      learner_sac it waits for its ingest: on CUDA, processes of its own,
-                     booted first thing in learner_init (learner/ingest_proc.py)
+                     booted first thing in learner_init (learner/ingest/processes.py)
     actors_process   the last env actor's worker process began
     actors_init      the last env actor's EnvActor.__init__ entered
     actors_ready     every env actor answered
@@ -62,8 +62,8 @@ PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "conf
 GRAPH_KEYS = ("capture_s", "graph_swap_s", "uncompiled_capture_s", "prepare_cpu_s",
               "prepare_compile_s", "prepare_kernel_wait_s", "prepare_threads_cpu_s", "eager_updates",
               "graph_error", "startup_update_gap_s", "startup_update_gap_at_s", "max_update_gap_s")
-"""The learner status's graph fields (learner/graphed.py graph_stats, which says what each
-means) and its update stream's longest pauses (learner/update_gaps.py: in the first 90 s after
+"""The learner status's graph fields (learner/graph/capture.py graph_stats, which says what each
+means) and its update stream's longest pauses (learner/graph/update_gaps.py: in the first 90 s after
 the first update, and over the whole run) that summary.json's "startup" carries after the
 phases: one list for the driver and bench/startup.py (both torch-free, so not their modules)."""
 

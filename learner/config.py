@@ -1,13 +1,13 @@
 """Learner settings: one frozen model per component, every field documented.
 
-`LearnerConfig` groups them by concern, and the Learner (learner/service.py) hands each
+`LearnerConfig` groups them by concern, and the Learner (learner/learner.py) hands each
 component only its own part:
 
-    algorithm  the SAC update's math: networks, losses, normalization, optimizers (learner/sac.py)
-    encoder    pixel envs: the conv encoder, augmentation, the pixel SAC's steps (learner/pixel_sac.py)
-    replay     the ring and its rate limiter (learner/replay.py, learner/replay_table.py)
-    compute    where and how the update runs: device, AMP, CUDA graph, compile (learner/graphed.py)
-    server     the gRPC ingest and weights port (learner/server.py, learner/ingest*.py)
+    algorithm  the SAC update's math: networks, losses, normalization, optimizers (learner/update/sac.py)
+    encoder    pixel envs: the conv encoder, augmentation, the pixel SAC's steps (learner/update/pixel_sac.py)
+    replay     the ring and its rate limiter (learner/replay/ring.py, learner/replay/table.py)
+    compute    where and how the update runs: device, AMP, CUDA graph, compile (learner/graph/capture.py)
+    server     the gRPC ingest and weights port (learner/rpc/server.py, learner/ingest*.py)
     placement  what Ray reserves for the learner and how it restarts it (the job driver)
 
 Field names are unique across the sections (`LearnerConfig.flat` relies on it).
@@ -115,7 +115,7 @@ class AlgorithmConfig(_Section):
 
 class EncoderConfig(_Section):
     """Pixel envs (EnvSpec.frame_stack > 0): the conv encoder, its augmentation and the pixel SAC's
-    step sizes (learner/encoder.py, learner/pixel_sac.py). Defaults: DrQ-v2's encoder (4 conv
+    step sizes (learner/update/encoder.py, learner/update/pixel_sac.py). Defaults: DrQ-v2's encoder (4 conv
     3x3, 32 channels, the first of stride 2; trunk Linear -> LayerNorm -> tanh, 50 features;
     random shifts of 4 pixels) and its batch of 256; DrQ's SAC settings (learning rate 1e-3,
     initial temperature 0.1, target steps 0.01 for the critics and 0.05 for the encoder);
@@ -154,7 +154,7 @@ class EncoderConfig(_Section):
     """With privileged_critic: an actor on the state (the teacher) learns beside the critics as
     a state job's actor does, and the frame actor (the published one) learns to match the
     teacher's action distribution on the same rows, not from the critics' gradient
-    (learner/pixel_teacher.py)."""
+    (learner/update/pixel_teacher.py)."""
     teacher_updates: int = Field(1, ge=1)
     """With privileged_teacher: critic and teacher steps per update, each on its own batch of
     rows' states (no frame read); the frame actor steps once."""
@@ -176,7 +176,7 @@ class ReplayConfig(_Section):
     fits in memory_gib, one line saying so)."""
     memory_gib: float | None = Field(None, gt=0)
     """Most memory a pixel replay may take, GiB; null: the device's free memory at start less a
-    reserve for the update (learner/replay_fit.py)."""
+    reserve for the update (learner/replay/fit.py)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Storage dtype of observations in the ring (halves memory at 16 bits)."""
     batch_size: int = Field(256, ge=2)
@@ -235,7 +235,7 @@ class ComputeConfig(_Section):
     measurements: bench/results/compile-profile-options-nvidia-h200.json, learner-options-*)."""
     graph_in_background: bool = True
     """CUDA: train from the first rows on an uncompiled CUDA graph while a throwaway twin of the
-    update compiles on a thread of its own, then swap the compiled graph in (learner/graphed.py).
+    update compiles on a thread of its own, then swap the compiled graph in (learner/graph/capture.py).
     Off: compile and capture first, then train (the first update then waits for the compile:
     bench/results/startup-bg-nvidia-h200.json)."""
     tf32: bool = True
@@ -286,7 +286,7 @@ class ServerConfig(_Section):
     """Accepted batches waiting for the ring; when full, acks stall (backpressure)."""
     ingest_process: Literal["auto", "on", "off"] = "auto"
     """Run ingest (gRPC, validation, dedup, packing) in a process of its own, so that its Python
-    never takes the training thread's GIL (learner/ingest_proc.py); 'auto': on with CUDA."""
+    never takes the training thread's GIL (learner/ingest/processes.py); 'auto': on with CUDA."""
     ingest_processes: int = Field(1, ge=1)
     """Ingest processes (with ingest_process on): each on a port of its own (`port`, `port` + 1,
     ...; free ones when `port` is 0); actors are sent to theirs at handshake. More when one

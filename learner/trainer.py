@@ -3,7 +3,7 @@ caller of the update, paced by the replay table's limiter.
 
     loop:  limiter ─► take staged blocks (Ingest) ─► ring ─► update (graphed) ─► publish weights
 
-The update itself (learner/sac.py, learner/graphed.py) is plain loss functions wrapped in the
+The update itself (learner/update/sac.py, learner/graph/capture.py) is plain loss functions wrapped in the
 graph machinery; this module only decides when it runs and what goes out.
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import torch
 
-from herd.learner.publisher import WeightPublisher
-from herd.learner.replay_table import ReplayTable
-from herd.learner.sac import LOSS_NAMES, SAC
-from herd.learner.update_gaps import UpdateGaps
+from herd.learner.graph.update_gaps import UpdateGaps
+from herd.learner.replay.table import ReplayTable
+from herd.learner.rpc.publisher import WeightPublisher
+from herd.learner.update.sac import LOSS_NAMES, SAC
 from herd.proto import herd_pb2 as pb
 
 Take = Callable[[int, float], list]
@@ -39,7 +39,7 @@ class Trainer:
         self.model_lock = threading.Lock()  # held by an update, an insert and a checkpoint
         self.error: BaseException | None = None
         self.step = None
-        self.gaps = UpdateGaps()  # the update stream's longest pauses (learner/update_gaps.py)
+        self.gaps = UpdateGaps()  # the update stream's longest pauses (learner/graph/update_gaps.py)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="herd-train", daemon=True)
 
@@ -51,23 +51,23 @@ class Trainer:
         return weights
 
     def graph_stats(self) -> dict:
-        """The status's fields about the update's graph (learner/graphed.py graph_stats) and the
-        update stream's longest pauses (learner/update_gaps.py); ingest may ask for a status
+        """The status's fields about the update's graph (learner/graph/capture.py graph_stats) and the
+        update stream's longest pauses (learner/graph/update_gaps.py); ingest may ask for a status
         before the training thread starts."""
-        from herd.learner.graphed import graph_stats
+        from herd.learner.graph.capture import graph_stats
 
         return {**graph_stats(self.step), **self.gaps.stats()}
 
     def start(self) -> None:
         """Build the update callable (its graph prepared as the training thread starts) and run."""
-        from herd.learner.graphed import make_update
+        from herd.learner.graph.capture import make_update
 
         self.step = make_update(self.sac, self.table.ring)
         self._thread.start()
 
     def _insert_pending(self, block: bool) -> None:
-        """Staged blocks -> ring, on the ingest stream (learner/ingest_stream). take() hands the
-        previous take's blocks back to ingest: their copies must be done (settle)."""
+        """Staged blocks -> ring, on the ingest stream (learner/replay/ring_writer.py). take()
+        hands the previous take's blocks back to ingest: their copies must be done (settle)."""
         self.table.settle()
         blocks = self.take(64, 0.05 if block else 0.0)
         if blocks:
@@ -88,7 +88,7 @@ class Trainer:
                 if self.compute.graph_in_background:
                     # CUDA: the uncompiled graph is captured now and replayed while the
                     # compiled one is built on a thread of its own (a twin SAC); a later call
-                    # swaps it in (learner/graphed.py)
+                    # swaps it in (learner/graph/capture.py)
                     self.step.prepare_in_background()
                 else:
                     self.step.prepare()  # compile + capture while the actors start up

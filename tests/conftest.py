@@ -62,7 +62,7 @@ def spec(env_cfg):
 def make_learner(spec):
     """In-process Learner (real gRPC server on loopback) with small sizes; stopped afterwards."""
     from herd.learner.config import LearnerConfig
-    from herd.learner.service import Learner
+    from herd.learner.learner import Learner
 
     made = []
 

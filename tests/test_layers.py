@@ -1,6 +1,7 @@
-"""The package's import graph, read statically (every import statement, those inside functions
-too): no cycle anywhere; the learner and the actors never import the job layer (cluster/) nor
-each other; inside learner/ every import goes down the layer table.
+"""The package's shape, read statically. The import graph (every import statement, those inside
+functions too, subfolders included): no cycle anywhere; the learner and the actors never import
+the job layer (cluster/) nor each other; inside learner/ every import goes down the layer table
+of its parts. The sizes: few modules in learner/ and in each of its subfolders, none too long.
 
 `herd` is cluster/, `herd.learner` learner/, `herd.actors` actors/, `herd.proto` proto/
 (pyproject.toml's package-dir).
@@ -9,6 +10,7 @@ each other; inside learner/ every import goes down the layer table.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,24 +18,34 @@ FOLDERS = {"herd.learner": "learner", "herd.actors": "actors", "herd.proto": "pr
 
 LEARNER_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
-    ("basics", frozenset({"row_layout", "replay", "frame_replay", "publisher", "validate",
-                          "thread_cpu", "update_gaps", "child_proc"})),
-    ("math", frozenset({"networks", "losses", "normalizer", "branches", "flat_adam", "sac",
-                        "encoder", "pixel_sac", "pixel_teacher"})),
-    ("graph", frozenset({"graphed", "precompile"})),
-    ("replay and ingest", frozenset({"replay_table", "ingest_stream", "servicer", "server",
-                                     "ingest", "ingest_proc", "relay"})),
+    ("replay", frozenset({"replay"})),
+    ("update", frozenset({"update"})),
+    ("graph", frozenset({"graph"})),
+    ("rpc", frozenset({"rpc"})),
+    ("ingest", frozenset({"ingest"})),
     ("trainer", frozenset({"trainer"})),
-    ("learner", frozenset({"service"})),
+    ("learner", frozenset({"learner"})),
 )
-"""learner/'s modules from the bottom up: a module imports its own layer's and lower ones'.
-basics are the ring and the pieces that need nothing of the learner; math is the SAC update's
-functions and networks; graph wraps it for CUDA graphs and compile; trainer runs it; service
-wires them all (and reads the whole config)."""
+"""learner/'s parts from the bottom up, each a subpackage or a top module: a module imports its
+own part's modules and lower parts'. config is the settings; replay the row layout and the
+rings; update the SAC math and networks; graph wraps the update for CUDA graphs and compile; rpc
+is the wire and ingest hands its batches on; trainer runs the update; learner wires them all
+(and reads the whole config)."""
+
+TOP_MODULES = 6
+"""At most this many modules directly in learner/ (__init__.py counted): the rest live in the
+subpackages named for their part."""
+PACKAGE_MODULES = 10
+"""At most this many modules in each subfolder of learner/ (__init__.py not counted)."""
+MAX_LINES = 450
+"""No module of learner/, actors/ or cluster/ longer than this (LONG_MODULES apart)."""
+LONG_MODULES = frozenset({"cluster/cli.py", "cluster/driver.py", "learner/config.py",
+                          "learner/learner.py"})
+"""Modules still over MAX_LINES, each to be split."""
 
 
 def module_of(path: Path, root: Path) -> str:
-    """'learner.sac' for learner/sac.py, 'cluster' for cluster/__init__.py."""
+    """'learner.update.sac' for learner/update/sac.py, 'cluster' for cluster/__init__.py."""
     parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -48,9 +60,9 @@ def resolve(name: str, modules: set[str]) -> str | None:
 
 
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """module -> the package modules it imports (`from herd.learner import losses` counts as
-    learner.losses when that is a module, else as learner)."""
-    files = [p for folder in FOLDERS.values() for p in sorted((root / folder).glob("*.py"))]
+    """module -> the package modules it imports (`from herd.learner.update import losses` counts
+    as learner.update.losses when that is a module, else as learner.update); subfolders included."""
+    files = [p for folder in FOLDERS.values() for p in sorted((root / folder).rglob("*.py"))]
     modules = {module_of(p, root) for p in files}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for path in files:
@@ -93,20 +105,50 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def part_of(module: str) -> str | None:
+    """The LEARNER_LAYERS part of a learner/ module: its subpackage or its own name
+    ('update' for learner.update.sac, 'trainer' for learner.trainer); None outside learner/ and
+    for learner/__init__.py."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "learner" and len(parts) > 1 else None
+
+
 def upward_imports(graph: dict[str, set[str]], layers=LEARNER_LAYERS) -> list[str]:
-    """learner/ imports that go to a higher layer, or from or to a module the table lacks."""
-    rank = {f"learner.{m}": i for i, (_, ms) in enumerate(layers) for m in ms}
+    """learner/ imports that go to a higher part, or from or to a module the table lacks."""
+    rank = {part: i for i, (_, parts) in enumerate(layers) for part in parts}
     bad = []
     for m, targets in sorted(graph.items()):
-        if not m.startswith("learner."):
+        if part_of(m) is None:
             continue
-        if m not in rank:
+        if part_of(m) not in rank:
             bad.append(f"{m}: not in LEARNER_LAYERS")
             continue
         for t in sorted(targets):
-            if t.startswith("learner.") and rank.get(t, len(layers)) > rank[m]:
-                where = layers[rank[t]][0] if t in rank else "no layer"
-                bad.append(f"{m} ({layers[rank[m]][0]}) imports {t} ({where})")
+            if not t.startswith("learner"):
+                continue
+            if rank.get(part_of(t), len(layers)) > rank[part_of(m)]:
+                where = layers[rank[part_of(t)]][0] if part_of(t) in rank else "no layer"
+                bad.append(f"{m} ({layers[rank[part_of(m)]][0]}) imports {t} ({where})")
+    return bad
+
+
+def oversized(root: Path = ROOT) -> list[str]:
+    """learner/'s folders with more modules than allowed, and modules longer than MAX_LINES."""
+    learner = root / "learner"
+    bad = []
+    top = sorted(p.name for p in learner.glob("*.py"))
+    if len(top) > TOP_MODULES:
+        bad.append(f"learner/ has {len(top)} modules (at most {TOP_MODULES}): {' '.join(top)}")
+    for folder in sorted(p.parent for p in learner.rglob("__init__.py") if p.parent != learner):
+        mods = sorted(p.name for p in folder.glob("*.py") if p.name != "__init__.py")
+        if len(mods) > PACKAGE_MODULES:
+            bad.append(f"{folder.relative_to(root)}/ has {len(mods)} modules (at most {PACKAGE_MODULES})")
+    for folder in ("learner", "actors", "cluster"):
+        for path in sorted((root / folder).rglob("*.py")):
+            name = str(path.relative_to(root))
+            lines = len(path.read_text().splitlines())
+            if lines > MAX_LINES and name not in LONG_MODULES:
+                bad.append(f"{name}: {lines} lines (at most {MAX_LINES})")
     return bad
 
 
@@ -133,19 +175,48 @@ def test_learner_imports_go_down_its_layers() -> None:
     assert upward_imports(import_graph()) == []
 
 
+def test_learner_folders_and_modules_stay_small() -> None:
+    assert oversized() == []
+
+
+def test_every_learner_folder_is_a_package_with_a_part() -> None:
+    """A subfolder of learner/ is a package (setuptools ships it: pyproject.toml lists it) and a
+    part of LEARNER_LAYERS."""
+    toml = (ROOT / "pyproject.toml").read_text()
+    packages = re.search(r"^packages = \[(.*?)\]", toml, re.MULTILINE | re.DOTALL).group(1)
+    parts = {part for _, ps in LEARNER_LAYERS for part in ps}
+    folders = (p for p in (ROOT / "learner").iterdir() if p.is_dir() and p.name != "__pycache__")
+    for folder in sorted(folders):
+        assert (folder / "__init__.py").is_file(), f"{folder} has no __init__.py"
+        assert f'"herd.learner.{folder.name}"' in packages, f"pyproject.toml lacks herd.learner.{folder.name}"
+        assert folder.name in parts, f"learner/{folder.name}/ is in no layer of LEARNER_LAYERS"
+
+
 def test_the_graph_sees_what_the_checks_must_catch(tmp_path: Path) -> None:
-    """A synthetic tree with a cycle, a job-layer import and an upward import, each found;
-    imports inside functions included."""
+    """A synthetic tree with a cycle, a job-layer import, upward imports (a subpackage's too) and
+    an oversized folder and module, each found; imports inside functions included."""
     for folder in FOLDERS.values():
         (tmp_path / folder).mkdir()
-    (tmp_path / "learner" / "config.py").write_text("def f():\n    from herd.learner import sac\n")
-    (tmp_path / "learner" / "sac.py").write_text("import herd.learner.config\n")
+    (tmp_path / "learner" / "update").mkdir()
+    (tmp_path / "learner" / "replay").mkdir()
+    (tmp_path / "learner" / "config.py").write_text("def f():\n    from herd.learner.update import sac\n")
+    (tmp_path / "learner" / "update" / "__init__.py").write_text("")
+    (tmp_path / "learner" / "update" / "sac.py").write_text("import herd.learner.config\n")
+    (tmp_path / "learner" / "replay" / "__init__.py").write_text("")
+    (tmp_path / "learner" / "replay" / "ring.py").write_text("from herd.learner.update import losses\n")
+    for i in range(PACKAGE_MODULES):
+        (tmp_path / "learner" / "replay" / f"m{i}.py").write_text("x = 1\n" * (MAX_LINES + (i == 0)))
     (tmp_path / "actors" / "env_actor.py").write_text("def g():\n    from herd.startup import x\n")
     (tmp_path / "cluster" / "startup.py").write_text("from herd.proto.timing import y\n")
     (tmp_path / "proto" / "timing.py").write_text("")
     graph = import_graph(tmp_path)
-    assert graph["learner.config"] == {"learner.sac"} and graph["cluster.startup"] == {"proto.timing"}
-    assert find_cycle(graph) == ["learner.config", "learner.sac", "learner.config"]
+    assert graph["learner.config"] == {"learner.update.sac"} and graph["cluster.startup"] == {"proto.timing"}
+    assert graph["learner.replay.ring"] == {"learner.update"}  # no module losses: the package
+    assert find_cycle(graph) == ["learner.config", "learner.update.sac", "learner.config"]
     assert crossings(graph) == ["actors.env_actor imports cluster.startup"]
-    assert upward_imports(graph) == ["learner.config (config) imports learner.sac (math)"]
+    assert upward_imports(graph) == ["learner.config (config) imports learner.update.sac (update)",
+                                     "learner.replay.ring (replay) imports learner.update (update)"]
+    assert oversized(tmp_path) == [
+        f"learner/replay/ has {PACKAGE_MODULES + 1} modules (at most {PACKAGE_MODULES})",
+        f"learner/replay/m0.py: {MAX_LINES + 1} lines (at most {MAX_LINES})"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None

@@ -13,7 +13,7 @@ from bench.actor_cost import worker
 from herd.actors.config import EnvConfig
 from herd.actors.envs import describe, make_env
 from herd.learner.config import LearnerConfig
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
 from herd.proto import codec
 
 

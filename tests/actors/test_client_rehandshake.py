@@ -17,10 +17,10 @@ import grpc
 import numpy as np
 
 from herd.actors.client import LearnerClient
-from herd.learner.servicer import LearnerServicer
+from herd.learner.rpc.handlers import LearnerServicer
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
-from tests.learner.test_backpressure import _rows
+from tests.learner.ingest.test_backpressure import _rows
 
 BOUND = 4
 

@@ -10,7 +10,7 @@ from herd.actors.config import ActorConfig, EnvConfig
 from herd.actors.env_actor import EnvActor
 from herd.actors.envs import describe, make_env
 from herd.learner.config import LearnerConfig
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
 from herd.proto import codec
 
 ENV = EnvConfig(id="InvertedPendulum-v5", pixels={"size": 24, "frame_stack": 3})

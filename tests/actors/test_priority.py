@@ -15,7 +15,7 @@ from herd.actors.config import ActorConfig, EnvConfig
 from herd.actors.envs import describe, make_env
 from herd.actors.env_actor import EnvActor
 from herd.learner.config import LearnerConfig
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
 from herd.proto import codec
 
 env_cfg = EnvConfig(id=sys.argv[1])

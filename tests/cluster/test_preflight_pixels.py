@@ -1,5 +1,5 @@
 """The cluster preflight sizes a pixel replay as the learner does (each uint8 frame once, capped
-to what the learner's device holds: learner/replay_fit.py), not as two float32 observations a row:
+to what the learner's device holds: learner/replay/fit.py), not as two float32 observations a row:
 a 1M-transition pixel job is not refused on a CPU-learner cluster; a state ring too large still is.
 Ray's view of the cluster is faked (one node of 16 GiB, no GPU): a unit test of the preflight."""
 

@@ -1,6 +1,6 @@
 """The start-up timeline's first_compiled_update: the learner's own time of its first graph
 replay (first_compiled_unix), not a copy of first_update: on CUDA the first updates are eager
-while the graph compiles in the background (learner/graphed.py)."""
+while the graph compiles in the background (learner/graph/capture.py)."""
 
 from __future__ import annotations
 

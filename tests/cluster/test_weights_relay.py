@@ -1,5 +1,5 @@
 """actors.weights_relay on a real job: the env actors of a node watch for weights at that node's
-relay (learner/relay.py), so the learner sends each policy version once, to the relay's one
+relay (learner/rpc/relay.py), so the learner sends each policy version once, to the relay's one
 stream, however many actors step; the books stay exact.
 """
 

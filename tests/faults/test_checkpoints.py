@@ -47,7 +47,7 @@ def herd(*args):
 
 def test_the_learner_refuses_a_crafted_checkpoint(crafted, spec):
     from herd.learner.config import LearnerConfig
-    from herd.learner.service import Learner
+    from herd.learner.learner import Learner
 
     run_dir, marker = crafted
     cfg = LearnerConfig.flat(capacity=2_000, min_size=100, batch_size=32, hidden_sizes=(32, 32))

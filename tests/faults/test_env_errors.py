@@ -15,7 +15,7 @@ from herd.proto import codec
 def faulty_learner():
     """A learner whose env spec is the faulty env's own (the handshake compares env ids)."""
     from herd.learner.config import LearnerConfig
-    from herd.learner.service import Learner
+    from herd.learner.learner import Learner
 
     env_cfg = EnvConfig(id="HerdFaulty-v0", module="tests.faults.faulty_env",
                         kwargs={"fail_every": 40})

@@ -7,8 +7,8 @@ import torch
 from pydantic import ValidationError
 
 from herd.learner.config import LearnerConfig
-from herd.learner.sac import SAC, compile_kwargs
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
+from herd.learner.update.sac import SAC, compile_kwargs
 
 FAST = {"triton.autotune_pointwise": False}
 

@@ -15,7 +15,7 @@ import torch
 from torch.nn import functional as F
 
 from herd.learner.config import LearnerConfig
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc

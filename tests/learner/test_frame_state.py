@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from herd.learner.frame_replay import FrameReplay
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
+from herd.learner.replay.frames import FrameReplay
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
-from tests.learner.test_bad_input import Stream, rows
+from tests.learner.replay.test_frame_replay import SHAPE, STACK, Actor, Reference
+from tests.learner.rpc.test_bad_input import Stream, rows
 from tests.learner.test_frame_learner import PixelActor, assert_refused_alone, pixel_spec, settled, small_cfg
-from tests.learner.test_frame_replay import SHAPE, STACK, Actor, Reference
 
 DIM = 5
 IA, FP = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
@@ -181,7 +181,7 @@ def test_a_privileged_checkpoint_gives_back_the_frames_policy_it_published(tmp_p
     from herd.actors.envs import describe, make_env
     from herd.checkpoint import weights_from_checkpoint
     from herd.learner.config import LearnerConfig
-    from herd.learner.pixel_sac import PixelSAC
+    from herd.learner.update.pixel_sac import PixelSAC
 
     env_cfg = EnvConfig(id="InvertedPendulum-v5", pixels={"size": 32, "frame_stack": 3})
     env = make_env(env_cfg)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from herd.learner import service
+from herd.learner import learner
 from herd.learner.config import LearnerConfig
-from herd.learner.service import Learner
+from herd.learner.learner import Learner
 
 BAD = dict(device="cpu", compile=True, compile_options={"no_such_setting": 1}, capacity=1_000,
            min_size=1_000, batch_size=8, hidden_sizes=(8, 8), ingest_process="off")
@@ -17,13 +17,13 @@ WHY = "torch._inductor has no setting 'no_such_setting'"
 
 
 def test_outside_ray_the_init_raises(spec) -> None:
-    assert not service._in_ray_actor()
+    assert not learner._in_ray_actor()
     with pytest.raises(ValueError, match=WHY):
         Learner(LearnerConfig.flat(**BAD), spec)
 
 
 def test_in_a_ray_actor_the_first_calls_raise_the_reason(spec, monkeypatch) -> None:
-    monkeypatch.setattr(service, "_in_ray_actor", lambda: True)
+    monkeypatch.setattr(learner, "_in_ray_actor", lambda: True)
     lrn = Learner(LearnerConfig.flat(**BAD), spec)
     for call in (lrn.address, lrn.status_dict):
         with pytest.raises(ValueError, match=WHY):
