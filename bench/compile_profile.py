@@ -9,7 +9,7 @@ Each arm runs twice, each time in a fresh process: cold (TORCHINDUCTOR_CACHE_DIR
 TRITON_CACHE_DIR in a new empty folder), then warm (the same folder, as the learner's swap
 finds it after its twin's compile). On CUDA the process does what `herd precompile` does:
 compile, warm up and capture `updates_per_call` updates as one CUDA graph on a small ring
-(learner/graph/precompile.py). On the CPU, where the learner never compiles, it compiles the update
+(learner/build.py precompile). On the CPU, where the learner never compiles, it compiles the update
 with inductor's C++ backend and runs the same warm-up, so the tool can be tried here; only the
 shape of its profile carries over. An arm is NAME:KEY=VALUE[;KEY=VALUE], a key
 `learner.<section>.<field>` or `$ENV_VAR`. Writes one flat record per run to bench/results/compile-profile-<machine>.json:
@@ -65,16 +65,15 @@ def parse_arm(spec: str) -> tuple[str, dict, dict]:
 
 
 def env_spec(config: str) -> dict:
-    """The env's sizes and action bounds, as `herd precompile` gets them (herd.config.check_env)."""
+    """The env's EnvSpec fields, as `herd precompile` gets them (herd.config.check_env)."""
     import numpy as np
 
     from herd.config import check_env, load_config
 
     cfg = load_config(str(ROOT / config) if not Path(config).is_file() else config, ())
     d = check_env(cfg)
-    return dict(env=cfg.env.id, obs_dim=int(np.prod(d["obs_shape"])),
-                action_dim=int(np.prod(d["action_shape"])),
-                low=np.asarray(d["action_low"]).tolist(), high=np.asarray(d["action_high"]).tolist())
+    return dict(env=cfg.env.id, **{k: np.asarray(v).tolist() if isinstance(v, (tuple, np.ndarray)) else v
+                                   for k, v in d.items()})
 
 
 def child(job: dict) -> dict:
@@ -86,16 +85,16 @@ def child(job: dict) -> dict:
     import_torch_s = time.perf_counter() - t0
     from common import learner_from
 
+    from herd.learner.build import pick_device, small_update
     from herd.learner.graph.capture import GraphedUpdate
-    from herd.learner.graph.precompile import small_update
-    from herd.learner.learner import pick_device
+    from herd.proto import codec
 
     cfg = learner_from(job["config"], **job["learner"])
     device = pick_device(cfg.compute.device)
     spec = job["spec"]
     t1 = time.perf_counter()
-    sac, ring = small_update(cfg, (spec["obs_dim"],), spec["action_dim"], spec["low"], spec["high"],
-                             device)
+    fields = {k: v for k, v in spec.items() if k != "env"}
+    sac, ring = small_update(cfg, codec.spec_to_proto(spec["env"], **fields), device)
     mode = cfg.compute.compile_mode if cfg.compute.compile else None
     update = GraphedUpdate(sac, ring, cfg.compute.updates_per_call, compile_mode=mode)
     build_s = time.perf_counter() - t1

@@ -44,10 +44,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from herd.config import ConfigError, parse_sets
+from herd.learner.build import build_update
 from herd.learner.config import SECTION_OF, LearnerConfig
 from herd.learner.graph.capture import GraphedUpdate, configure_backends
 from herd.learner.replay.ring import ReplayBuffer, memory_metrics
-from herd.learner.update.sac import SAC
+from herd.proto import codec
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,9 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device, nets: dict) -
         "capacity": max(buf.capacity, 1000), "updates_per_call": k, "tf32": args.tf32,
         "simultaneous": row.simultaneous, **args.sets,
     })
-    sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, args.obs, args.act, [-0.4] * args.act, [0.4] * args.act, device)
+    spec = codec.spec_to_proto("bench", (args.obs,), "float32", (args.act,), [-0.4] * args.act,
+                               [0.4] * args.act)
+    sac = build_update(cfg, spec, device)
     step = GraphedUpdate(sac, buf, k, compile_mode=args.compile_mode if row.compile else None,
                          in_flight=row.in_flight)
     if device.type == "cuda":

@@ -33,12 +33,13 @@ import torch
 import yaml
 
 from bench.common import console, header, result_path, save
+from herd.learner.build import build_ring, build_update
 from herd.learner.config import SECTION_OF, LearnerConfig
 from herd.learner.graph.capture import GraphedUpdate, configure_backends
 from herd.learner.replay.frames import FrameReplay
 from herd.learner.replay.ring import memory_metrics
 from herd.learner.update.encoder import Encoder
-from herd.learner.update.pixel_teacher import make_pixel_sac
+from herd.proto import codec
 
 ROWS = {
     # name: learner settings over the config's
@@ -101,11 +102,11 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
                                 **settings, **args.sets})
     configure_backends(device, cfg.compute.tf32)
     state_dim = WALKER_STATE_DIM if cfg.encoder.privileged_critic else 0
-    rb = FrameReplay(cfg.replay.capacity, args.frame_shape, args.stack, args.act, device,
-                     state_dim=state_dim)
+    spec = codec.spec_to_proto("bench", args.frame_shape, "uint8", (args.act,), [-1.0] * args.act,
+                               [1.0] * args.act, frame_stack=args.stack, state_dim=state_dim)
+    rb, _ = build_ring(cfg, spec, device, capacity=cfg.replay.capacity)
     prefill(rb)
-    sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, args.frame_shape, args.stack,
-                         args.act, [-1.0] * args.act, [1.0] * args.act, device, state_dim)
+    sac = build_update(cfg, spec, device)
     cuda = device.type == "cuda"
     k = cfg.compute.updates_per_call if cuda and cfg.compute.cuda_graph else 1
     step = GraphedUpdate(sac, rb, k, compile_mode=cfg.compute.compile_mode

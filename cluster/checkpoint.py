@@ -5,7 +5,6 @@ read checkpoints through these."""
 
 from __future__ import annotations
 
-import pickle
 import time
 from pathlib import Path
 
@@ -13,10 +12,11 @@ import numpy as np
 
 from herd.actors.config import EnvConfig
 from herd.actors.envs import describe, make_env
-
-
-class CheckpointRefused(ValueError):
-    """A model.pt that is not a plain tensor checkpoint (it would run code if unpickled)."""
+from herd.learner.checkpoint import (  # noqa: F401 -- CheckpointRefused: callers' name here
+    CheckpointRefused,
+    read_model,
+    saved_policy,
+)
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -68,41 +68,22 @@ def job_env_config(ckpt: Path) -> EnvConfig:
 def load_checkpoint(ckpt: str | Path) -> dict:
     """model.pt of a checkpoint directory, on the CPU; CheckpointRefused for a file that holds
     anything but tensors and plain containers (unpickling it could run code)."""
-    import torch
-
-    path = Path(ckpt) / "model.pt"
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise CheckpointRefused(f"{path}: refused to load, it holds more than tensors and plain "
-                                f"values (not a Herd checkpoint?): {str(e).splitlines()[0]}") from None
+    return read_model(ckpt, "cpu")
 
 
 def weights_from_checkpoint(ckpt: str | Path, env_cfg: EnvConfig):
-    """A PolicyWeights message rebuilt from a checkpoint: the learner's own SAC, built from the
-    checkpoint's config and loaded from it, packs its actor (layout, observation statistics)
+    """A PolicyWeights message rebuilt from a checkpoint: the learner's own update, built from
+    the checkpoint's config and loaded from it, packs its actor (layout, observation statistics)
     exactly as the learner published it to the actors."""
-    from herd.learner.config import LearnerConfig
-    from herd.learner.update.sac import SAC
+    from herd.proto import codec
 
     state = load_checkpoint(ckpt)
     env = make_env(env_cfg)
     d = describe(env)
     env.close()
-    obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
-    cfg = LearnerConfig.from_saved(state.get("config", {}), device="cpu")  # either layout
-    if d.get("frame_stack"):  # a pixel env's learner: the conv encoder's SAC
-        from herd.learner.update.pixel_teacher import make_pixel_sac
-
-        sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"],
-                             d["frame_stack"], action_dim, d["action_low"], d["action_high"], "cpu",
-                             d["state_dim"])
-    else:
-        sac = SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, obs_dim, action_dim,
-                  d["action_low"], d["action_high"], "cpu")
     try:
-        sac.load_state_dict(state["sac"])
+        return saved_policy(state, codec.spec_to_proto(env_cfg.id, **d))  # as evaluated
     except (RuntimeError, KeyError) as e:  # torch lists every mismatched tensor: keep the first
+        obs_dim, action_dim = int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"]))
         raise ValueError(f"{ckpt}: its networks do not fit {env_cfg.id} (obs {obs_dim}, action "
                          f"{action_dim}): {str(e).strip().splitlines()[0]}") from None
-    return sac.policy_weights(int(state.get("policy_version", 0)), averaged=True)  # as evaluated

@@ -793,11 +793,9 @@ def first_line_with_hint(e: Exception) -> str:
 
 def cmd_precompile(args) -> int:
     """Compile the config's learner update here once, so jobs start with a warm cache."""
-    import numpy as np
-
     from herd.actors.envs import EnvError
     from herd.config import ConfigError, check_env, load_config
-    from herd.learner.learner import pick_device
+    from herd.learner.build import pick_device
 
     try:
         cfg = load_config(args.config, args.set or ())
@@ -806,10 +804,10 @@ def cmd_precompile(args) -> int:
     except (ConfigError, EnvError, RuntimeError) as e:
         print(f"herd: {e}", file=sys.stderr)
         return 2
-    from herd.learner.graph.precompile import precompile
+    from herd.learner.build import precompile
+    from herd.proto import codec
 
-    seconds = precompile(cfg.learner, int(np.prod(d["obs_shape"])), int(np.prod(d["action_shape"])),
-                         d["action_low"], d["action_high"], device)
+    seconds = precompile(cfg.learner, codec.spec_to_proto(cfg.env.id, **d), device)
     if not seconds:
         print("herd: nothing to precompile (the learner compiles only on CUDA with learner.compute.compile: true)")
         return 0

@@ -7,7 +7,7 @@ component only its own part:
     encoder    pixel envs: the conv encoder, augmentation, the pixel SAC's steps (learner/update/pixel_sac.py)
     replay     the ring and its rate limiter (learner/replay/ring.py, learner/replay/table.py)
     compute    where and how the update runs: device, AMP, CUDA graph, compile (learner/graph/capture.py)
-    server     the gRPC ingest and weights port (learner/rpc/server.py, learner/ingest*.py)
+    server     the gRPC ingest and weights port (learner/rpc/, learner/ingest/)
     placement  what Ray reserves for the learner and how it restarts it (the job driver)
 
 Field names are unique across the sections (`LearnerConfig.flat` relies on it).
@@ -321,71 +321,25 @@ class PlacementConfig(_Section):
 
 
 MOVED = {
-    "hidden_sizes": "algorithm.hidden_sizes",
-    "actor_arch": "algorithm.actor_arch",
-    "actor_width": "algorithm.actor_width",
-    "actor_blocks": "algorithm.actor_blocks",
-    "critic_arch": "algorithm.critic_arch",
-    "critic_width": "algorithm.critic_width",
-    "critic_blocks": "algorithm.critic_blocks",
-    "expansion": "algorithm.expansion",
-    "critic_loss": "algorithm.critic_loss",
-    "num_atoms": "algorithm.num_atoms",
-    "v_min": "algorithm.v_min",
-    "v_max": "algorithm.v_max",
-    "obs_norm": "algorithm.obs_norm",
-    "obs_clip": "algorithm.obs_clip",
-    "reward_norm": "algorithm.reward_norm",
-    "norm_horizon": "algorithm.norm_horizon",
-    "n_step": "algorithm.n_step",
-    "gamma": "algorithm.gamma",
-    "tau": "algorithm.tau",
-    "actor_ema": "algorithm.actor_ema",
-    "actor_lr": "algorithm.actor_lr",
-    "critic_lr": "algorithm.critic_lr",
-    "alpha_lr": "algorithm.alpha_lr",
-    "actor_weight_decay": "algorithm.actor_weight_decay",
-    "critic_weight_decay": "algorithm.critic_weight_decay",
-    "init_alpha": "algorithm.init_alpha",
-    "target_entropy": "algorithm.target_entropy",
-    "log_std_min": "algorithm.log_std_min",
-    "log_std_max": "algorithm.log_std_max",
-    "seed": "algorithm.seed",
+    **{k: f"algorithm.{k}" for k in (
+        "hidden_sizes", "actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width",
+        "critic_blocks", "expansion", "critic_loss", "num_atoms", "v_min", "v_max", "obs_norm",
+        "obs_clip", "reward_norm", "norm_horizon", "n_step", "gamma", "tau", "actor_ema", "actor_lr",
+        "critic_lr", "alpha_lr", "actor_weight_decay", "critic_weight_decay", "init_alpha",
+        "target_entropy", "log_std_min", "log_std_max", "seed")},
+    **{k: f"replay.{k}" for k in ("batch_size", "ratio_tolerance")},
+    **{k: f"compute.{k}" for k in (
+        "device", "amp", "cuda_graph", "compile", "compile_mode", "compile_options",
+        "graph_in_background", "tf32", "simultaneous", "updates_per_call", "graphs_in_flight",
+        "num_threads")},
+    **{k: f"server.{k}" for k in (
+        "host", "port", "advertise_host", "token", "tls_cert", "tls_key", "max_batch", "max_message_mb",
+        "staging_batches", "ingest_process", "ingest_processes", "max_actors", "publish_every_s")},
+    **{k: f"placement.{k}" for k in ("num_cpus", "num_gpus", "max_restarts", "down_timeout_s")},
     "buffer_capacity": "replay.capacity",
     "buffer_dtype": "replay.dtype",
-    "batch_size": "replay.batch_size",
     "replay_ratio": "replay.ratio",
-    "ratio_tolerance": "replay.ratio_tolerance",
     "min_replay_size": "replay.min_size",
-    "device": "compute.device",
-    "amp": "compute.amp",
-    "cuda_graph": "compute.cuda_graph",
-    "compile": "compute.compile",
-    "compile_mode": "compute.compile_mode",
-    "compile_options": "compute.compile_options",
-    "graph_in_background": "compute.graph_in_background",
-    "tf32": "compute.tf32",
-    "simultaneous": "compute.simultaneous",
-    "updates_per_call": "compute.updates_per_call",
-    "graphs_in_flight": "compute.graphs_in_flight",
-    "num_threads": "compute.num_threads",
-    "host": "server.host",
-    "port": "server.port",
-    "advertise_host": "server.advertise_host",
-    "token": "server.token",
-    "tls_cert": "server.tls_cert",
-    "tls_key": "server.tls_key",
-    "max_batch": "server.max_batch",
-    "max_message_mb": "server.max_message_mb",
-    "staging_batches": "server.staging_batches",
-    "ingest_process": "server.ingest_process",
-    "ingest_processes": "server.ingest_processes",
-    "max_actors": "server.max_actors",
-    "publish_every_s": "server.publish_every_s",
-    "num_cpus": "placement.num_cpus",
-    "num_gpus": "placement.num_gpus",
-    "max_restarts": "placement.max_restarts",
-    "down_timeout_s": "placement.down_timeout_s",
 }
 """The flat layout's keys (before the sections) -> where each lives now."""
 

@@ -29,47 +29,26 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from herd.learner.build import (
+    build_ring,
+    build_table,
+    build_update,
+    cuda_likely,
+    ingest_in_processes,
+    learner_spec,
+    pick_device,
+    row_layout,
+)
+from herd.learner.checkpoint import host_copy, read_model, read_rows, write_checkpoint
 from herd.proto import herd_pb2 as pb
 
 if TYPE_CHECKING:
-    import torch
 
-    from herd.learner.config import LearnerConfig, ServerConfig
+    from herd.learner.config import LearnerConfig
     from herd.learner.ingest.in_process import Ingest
     from herd.learner.ingest.processes import IngestProcess
 
 log = logging.getLogger("herd.learner")
-
-
-def pick_device(name: str) -> torch.device:
-    import torch
-
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            "learner.compute.device is 'cuda' but this process sees no GPU "
-            "(is the learner on a GPU node, and is torch a CUDA build?); "
-            "use device: auto to fall back to the CPU"
-        )
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
-def ingest_in_processes(cfg: ServerConfig, cuda: bool, pixels: bool = False) -> bool:
-    """Whether ingest runs in processes of its own (learner/ingest/processes.py). Never for a pixel
-    env: its batches go to the frame replay whole, which maps frame numbers where it writes."""
-    return not pixels and (cfg.ingest_process == "on" or (cfg.ingest_process == "auto" and cuda))
-
-
-def cuda_likely(name: str) -> bool:
-    """pick_device(name) is CUDA, as far as can be told before torch is imported: asked for, or
-    auto on a machine with an NVIDIA driver whose GPUs are not all hidden."""
-    if name.startswith("cuda"):
-        return True
-    return (name == "auto" and os.path.exists("/dev/nvidiactl")
-            and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "")
 
 
 class Learner:
@@ -121,22 +100,13 @@ class Learner:
 
         from herd.learner.ingest.in_process import Ingest
         from herd.learner.ingest.processes import IngestProcess
-        from herd.learner.replay.ring import ReplayBuffer
-        from herd.learner.replay.table import RateLimiter, ReplayTable
         from herd.learner.rpc.publisher import WeightPublisher
         from herd.learner.trainer import Trainer
-        from herd.learner.update.sac import SAC
         from herd.proto.heap import steady_heap
 
         self.startup_unix["torch"] = time.time()
-        if spec.state_dim and not cfg.encoder.privileged_critic:
-            # the critics read the frames: the spec asks the actors for no state (EnvSpec.state_dim)
-            frames_only = type(spec)()
-            frames_only.CopyFrom(spec)
-            frames_only.state_dim = 0
-            spec = frames_only
         self.cfg = cfg
-        self.spec = spec
+        self.spec = spec = learner_spec(cfg, spec)
         self.learner_id = uuid.uuid4().hex[:12]
         compute, replay, srv = cfg.compute, cfg.replay, cfg.server
         self.device = pick_device(compute.device)
@@ -149,36 +119,27 @@ class Learner:
             torch.empty(0, device=self.device)
         self.startup_unix["device"] = time.time()
         steady_heap()  # received batches reuse heap blocks instead of fresh page-faulted maps
-        obs_dim = int(np.prod(spec.obs_shape))
-        action_dim = int(np.prod(spec.action_shape))
-        obs_dtype = getattr(torch, replay.dtype)  # float32, bfloat16 or float16
-        layout = dict(obs_shape=tuple(spec.obs_shape), action_dim=action_dim, obs_dtype=obs_dtype,
-                      one_step_discount=cfg.algorithm.gamma)
         self.publisher = WeightPublisher()
         server = dict(
             learner_id=self.learner_id, host=srv.host, port=srv.port, token=srv.token,
             max_message_mb=srv.max_message_mb, max_batch=srv.max_batch,
             staging_batches=srv.staging_batches, max_actors=srv.max_actors,
-            obs_limit=float(torch.finfo(obs_dtype).max), tls_cert=srv.tls_cert,
+            obs_limit=float(torch.finfo(getattr(torch, replay.dtype)).max), tls_cert=srv.tls_cert,
             tls_key=srv.tls_key, status=self.status)
         self.pixels = spec.frame_stack > 0
         if ingest_in_processes(srv, self.device.type == "cuda", self.pixels):
             self._starting = self._starting or IngestProcess(srv.ingest_processes)
-            self._starting.start(spec, self.publisher, layout, pin=self.device.type == "cuda", **server)
+            self._starting.start(spec, self.publisher, row_layout(cfg, spec),
+                                 pin=self.device.type == "cuda", **server)
         elif self._starting is not None:  # the guess was wrong: no CUDA
             self._starting.stop()
             self._starting = None
         self.ingest: Ingest | IngestProcess | None = None
-        limiter = RateLimiter(replay.ratio, replay.ratio_tolerance, replay.min_size)
         self._ratio_lock, self._wound_down, self._leaving = threading.Lock(), False, 0
-        if self.pixels:
-            self._build_pixels(cfg, spec, limiter)
-        else:
-            self.buffer = ReplayBuffer(replay.capacity, device=self.device, **layout)
-            self.table = ReplayTable(self.buffer, limiter, chunk_rows=2 * srv.max_batch)
-            self.startup_unix["buffer"] = time.time()
-            self.sac = SAC(cfg.algorithm, compute, replay.batch_size, obs_dim, action_dim,
-                           spec.action_low, spec.action_high, self.device)
+        self.buffer, self.replay_fit = build_ring(cfg, spec, self.device)
+        self.table = build_table(cfg, self.buffer)
+        self.startup_unix["buffer"] = time.time()
+        self.sac = build_update(cfg, spec, self.device)
         self.startup_unix["sac"] = time.time()
         self.trainer = Trainer(self.sac, self.table, self.publisher, self._take,
                                publish_every_s=srv.publish_every_s, num_threads=compute.num_threads)
@@ -199,34 +160,6 @@ class Learner:
         pack = _as_validated if self.pixels else self.buffer.pack_rows
         self.ingest = self._starting or Ingest(spec, self.publisher, pack, **server,
                                                frames=self.buffer.index if self.pixels else None)
-
-    def _build_pixels(self, cfg: LearnerConfig, spec: pb.EnvSpec, limiter) -> None:
-        """The frame replay and the pixel SAC (learner/replay/frames.py, learner/update/pixel_sac.py)."""
-        from herd.learner.replay.fit import available_bytes, fit_capacity
-        from herd.learner.replay.frames import FrameReplay, default_frame_capacity, layout_bytes
-        from herd.learner.replay.table import FrameTable
-        from herd.learner.update.pixel_teacher import make_pixel_sac
-
-        frame_shape = tuple(spec.obs_shape)
-        if len(frame_shape) != 3 or spec.obs_dtype != "uint8":
-            raise ValueError(f"a pixel env's obs_shape must be one frame [C, H, W] of uint8; "
-                             f"the spec has {frame_shape} {spec.obs_dtype}")
-        action_dim = int(np.prod(spec.action_shape))
-        fit = fit_capacity(cfg.replay.capacity, lambda n: layout_bytes(
-                               n, default_frame_capacity(n), frame_shape, action_dim, spec.state_dim),
-                           *available_bytes(self.device, cfg.replay.memory_gib),
-                           at_least=cfg.replay.min_size)
-        if fit.note:
-            log.warning("herd learner: %s", fit.note)
-        self.replay_fit = fit
-        self.buffer = FrameReplay(fit.capacity, frame_shape, spec.frame_stack, action_dim,
-                                  self.device, one_step_discount=cfg.algorithm.gamma,
-                                  state_dim=spec.state_dim)
-        self.table = FrameTable(self.buffer, limiter)
-        self.startup_unix["buffer"] = time.time()
-        self.sac = make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, frame_shape,
-                                  spec.frame_stack, action_dim, spec.action_low, spec.action_high,
-                                  self.device, spec.state_dim)
 
     def _take(self, limit: int, timeout: float) -> list:
         """Staged blocks for the training thread; none (after `timeout`) while ingest boots."""
@@ -384,18 +317,21 @@ class Learner:
     def _save(self, path: str, save_replay: bool) -> pb.PolicyWeights:
         """`save`; returns the policy the checkpoint holds, as published when it was taken (the
         averaged actor of that moment, with learner.algorithm.actor_ema)."""
-        import torch
-
-        out = Path(path)
-        out.mkdir(parents=True, exist_ok=True)
-        with self._model_lock:  # a consistent snapshot between two updates (copies, see _snapshot)
+        with self._model_lock:  # a consistent snapshot between two updates (host copies)
             # publish these very networks, so the checkpoint's policy_version names them
             weights = self._publish()
             if self.cfg.algorithm.actor_ema > 0:
                 weights = self.sac.policy_weights(weights.version, averaged=True)
-            state = self._snapshot()
-            # the training thread publishes outside the lock, from these same networks
-            state["policy_version"] = weights.version
+            model = {
+                "sac": host_copy(self.sac.state_dict()),
+                "updates": self.updates,
+                "received": self.received,
+                "inserted": self.buffer.inserted,
+                # the training thread publishes outside the lock, from these same networks
+                "policy_version": weights.version,
+                # no secret in runs/: the token is per job and handed to actors by the driver
+                "config": self.cfg.model_dump(exclude={"server": {"token"}}),
+            }
             # the rows as of now; a pixel env's frame replay is not saved (its GBs of frames)
             copy = self.buffer.start_copy() if save_replay and not self.pixels else None
         rows = None
@@ -404,108 +340,28 @@ class Learner:
                 with self._model_lock:
                     copy.step()
             rows = copy.result()
-
-        def write(obj, tmp: Path) -> None:
-            failed: list[OSError] = []
-            try:
-                with open(tmp, "wb") as f:
-                    class Sink:  # torch reports a failed write only as "unexpected pos": keep it
-                        def write(self, b):
-                            try:
-                                return f.write(b)
-                            except OSError as e:
-                                failed.append(e)
-                                raise
-
-                        def flush(self):
-                            f.flush()
-
-                    torch.save(obj, Sink())
-                    f.flush()
-                    os.fsync(f.fileno())
-            except (OSError, RuntimeError) as e:
-                cause = failed[0] if failed else e
-                raise OSError(getattr(cause, "errno", None),
-                              f"checkpoint not written ({tmp.name[:-4]}): "
-                              f"{getattr(cause, 'strerror', None) or cause}", str(out)) from None
-
-        # every file written in full before any is renamed: a failure leaves the previous
-        # checkpoint's pair as it was
-        files = [(state, out / "model.pt")]
-        if rows is not None:
-            files.insert(0, (rows, out / "replay.pt"))  # renamed first: restore() checks the pair
-        tmps = [final.with_name(final.name + ".tmp") for _, final in files]
-        try:
-            for (obj, _), tmp in zip(files, tmps):
-                write(obj, tmp)
-        except OSError:
-            for tmp in tmps:
-                tmp.unlink(missing_ok=True)
-            raise
-        for (_, final), tmp in zip(files, tmps):
-            os.replace(tmp, final)
-        fd = os.open(out, os.O_RDONLY)  # the renames themselves survive a power cut
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_checkpoint(path, model, rows)
         return weights
 
-    def _snapshot(self) -> dict:
-        import torch
-
-        def copied(x):  # the training thread updates the live tensors in place after the lock
-            if isinstance(x, torch.Tensor):
-                return x.detach().to("cpu", copy=True)
-            if isinstance(x, dict):
-                return {k: copied(v) for k, v in x.items()}
-            if isinstance(x, (list, tuple)):
-                return type(x)(copied(v) for v in x)
-            return x
-
-        return {
-            "sac": copied(self.sac.state_dict()),
-            "updates": self.updates,
-            "received": self.received,
-            "inserted": self.buffer.inserted,
-            "policy_version": self.publisher.version,
-            # no secret in runs/: the token is per job and handed to actors by the driver
-            "config": self.cfg.model_dump(exclude={"server": {"token"}}),
-        }
-
     def restore(self, path: str) -> None:
-        import pickle
-
-        import torch
-
-        p = Path(path)
-        try:  # tensors and plain containers only: unpickling anything else could run code
-            state = torch.load(p / "model.pt", map_location=self.device, weights_only=True)
-        except pickle.UnpicklingError as e:
-            raise ValueError(f"{p / 'model.pt'}: refused to load, it holds more than tensors "
-                             f"and plain values (not a Herd checkpoint?): "
-                             f"{str(e).splitlines()[0]}") from None
-        self.sac.load_state_dict(state["sac"])
-        self.updates = int(state["updates"])
-        self.received = int(state["received"])
-        self._base_version = int(state["policy_version"])
-        replay = "absent"
-        if (p / "replay.pt").exists():
-            rows = torch.load(p / "replay.pt", mmap=True, weights_only=True)
-            # replay.pt is written before model.pt: a crash between the two leaves a newer
-            # buffer beside an older model. Take the buffer only when both are of one save.
-            if "inserted" not in state or int(rows["inserted"]) == int(state["inserted"]):
-                self.buffer.load_state_dict(rows)
-                replay = "loaded"
-            else:
-                replay = "skipped: from a different save than model.pt"
+        """The update, the counters and (when they are of the same save) the ring's rows of the
+        checkpoint at `path`."""
+        model = read_model(path, self.device)
+        self.sac.load_state_dict(model["sac"])
+        self.updates = int(model["updates"])
+        self.received = int(model["received"])
+        self._base_version = int(model["policy_version"])
+        rows, replay = read_rows(path, model)
+        if rows is not None:
+            self.buffer.load_state_dict(rows)
+        else:
+            if replay != "absent":
                 log.warning("%s/replay.pt is not of the same save as model.pt; starting with "
-                            "an empty buffer", p)
-        if replay != "loaded":
+                            "an empty buffer", path)
             self._ratio_base = self.updates
-        self.restored = {"path": str(p), "updates": self.updates, "received": self.received,
-                             "inserted": self.buffer.inserted, "policy_version": self._base_version,
-                             "replay": replay}
+        self.restored = {"path": str(Path(path)), "updates": self.updates, "received": self.received,
+                         "inserted": self.buffer.inserted, "policy_version": self._base_version,
+                         "replay": replay}
 
     def ping(self) -> str:
         return self.learner_id

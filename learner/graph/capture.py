@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 
-import numpy as np
 import torch
 
 from herd.learner.graph.thread_cpu import cpu_by_thread, thread_cpu
@@ -190,7 +189,7 @@ class GraphedUpdate:
             return
         self._rng = RngFloor(self.sac.device)  # its floor from before the capture's warm-up
         self._capture_uncompiled()
-        self.prep = GraphPrep(twin_of(self.sac), self.buffer, self.k, self.compile_mode,
+        self.prep = GraphPrep(self.sac.twin(), self.buffer, self.k, self.compile_mode,
                               self.warmup)
 
     def _capture_uncompiled(self) -> None:
@@ -367,22 +366,6 @@ def compile_phases(since: dict | None = None) -> dict:
     if since is None:
         return now
     return {k: round(v - since.get(k, 0.0), 3) for k, v in now.items()}
-
-
-def twin_of(sac: SAC) -> SAC:
-    """A SAC of `sac`'s config and shapes with fresh weights, on its device. Its construction
-    seeds torch's global RNG (SAC.__init__): the caller's RNG state is put back after."""
-    if hasattr(sac, "twin"):  # the pixel SAC (learner/update/pixel_sac.py) makes its own
-        return sac.twin()
-    low = (sac.actor.bias - sac.actor.scale).cpu().numpy()  # constants, never trained
-    high = (sac.actor.bias + sac.actor.scale).cpu().numpy()
-    cuda = sac.device.type == "cuda"
-    with torch.random.fork_rng(devices=[sac.device] if cuda else []):
-        twin = SAC(sac.cfg, sac.compute, sac.batch_size, sac.obs_dim, sac.actor.action_dim,
-                   np.asarray(low), np.asarray(high), sac.device)
-    if cuda:  # its initial weights are written before another thread's stream reads them
-        torch.cuda.synchronize(sac.device)
-    return twin
 
 
 def warm_twin(twin: SAC, buffer: ReplayBuffer, k: int, compile_mode: str | None,

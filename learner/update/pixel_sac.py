@@ -44,7 +44,7 @@ from herd.learner.update import losses
 from herd.learner.update.encoder import Encoder, Trunk, random_shift
 from herd.learner.update.flat_adam import FlatAdam, flatten_, module_params
 from herd.learner.update.networks import Actor, Critic
-from herd.learner.update.sac import compile_kwargs, resolve_amp
+from herd.learner.update.sac import compile_kwargs, fresh_twin, resolve_amp
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 
@@ -113,16 +113,11 @@ class PixelSAC:
             setattr(self, name, getattr(self, name + "_eager"))
 
     def twin(self) -> PixelSAC:
-        """A PixelSAC of this config and shapes with fresh weights (learner/graph/capture.py's
-        background compile); the caller's RNG state is kept."""
-        cuda = self.device.type == "cuda"
-        with torch.random.fork_rng(devices=[self.device] if cuda else []):
-            twin = type(self)(self.cfg, self.enc, self.compute, self.frame_shape,
-                              self.frame_stack, self.actor.action_dim, self.action_low,
-                              self.action_high, self.device, self.state_dim)
-        if cuda:
-            torch.cuda.synchronize(self.device)
-        return twin
+        """A pixel SAC of this class, config and shapes with fresh weights (the graph's
+        background compile, learner/graph/capture.py); the caller's RNG state is kept."""
+        return fresh_twin(self.device, lambda: type(self)(
+            self.cfg, self.enc, self.compute, self.frame_shape, self.frame_stack,
+            self.actor.action_dim, self.action_low, self.action_high, self.device, self.state_dim))
 
     def autocast(self):
         if self.amp_dtype is None:

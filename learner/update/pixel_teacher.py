@@ -132,11 +132,3 @@ class TeacherPixelSAC(PixelSAC):
                              "learner.encoder.privileged_teacher false")
         super().load_state_dict(state)
         self.teacher_opt.load_state_dict(state["teacher_opt"])
-
-
-def make_pixel_sac(cfg, enc, compute, frame_shape, frame_stack, action_dim, action_low,
-                   action_high, device, state_dim: int = 0) -> PixelSAC:
-    """The pixel SAC a config asks for: the teacher and its student, or PixelSAC."""
-    kind = TeacherPixelSAC if enc.privileged_teacher else PixelSAC
-    return kind(cfg, enc, compute, frame_shape, frame_stack, action_dim, action_low, action_high,
-                device, state_dim)

@@ -24,7 +24,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
+import numpy as np
 import torch
 
 from herd.learner.config import AlgorithmConfig, ComputeConfig
@@ -94,6 +97,21 @@ def compile_kwargs(mode: str | None, options: dict) -> dict:
     return {"options": dict(options)}
 
 
+U = TypeVar("U")
+
+
+def fresh_twin(device: torch.device, build: Callable[[], U]) -> U:
+    """`build()` (an update's constructor, which seeds torch's RNG) with the caller's RNG state
+    put back after; on CUDA its initial weights are written before another thread's stream
+    reads them."""
+    cuda = device.type == "cuda"
+    with torch.random.fork_rng(devices=[device] if cuda else []):
+        twin = build()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return twin
+
+
 class SAC:
     def __init__(self, cfg: AlgorithmConfig, compute: ComputeConfig, batch_size: int, obs_dim,
                  action_dim, action_low, action_high, device):
@@ -102,6 +120,8 @@ class SAC:
         self.cfg, self.compute, self.batch_size = cfg, compute, batch_size
         self.device = device = torch.device(device)
         self.obs_dim = obs_dim
+        self.action_low = np.asarray(action_low, np.float32)
+        self.action_high = np.asarray(action_high, np.float32)
         torch.manual_seed(cfg.seed)
         self.actor = Actor(
             obs_dim, action_dim, cfg.hidden_sizes, action_low, action_high,
@@ -151,6 +171,13 @@ class SAC:
         self._target = self._target_eager
         self._critic_loss = self._critic_loss_eager
         self._actor_loss = self._actor_loss_eager
+
+    def twin(self) -> SAC:
+        """A SAC of this config and shapes with fresh weights, on its device (the graph's
+        background compile, learner/graph/capture.py); the caller's RNG state is kept."""
+        return fresh_twin(self.device, lambda: type(self)(
+            self.cfg, self.compute, self.batch_size, self.obs_dim, self.actor.action_dim,
+            self.action_low, self.action_high, self.device))
 
     def autocast(self):
         if self.amp_dtype is None:

@@ -23,7 +23,7 @@ import torch
 
 from herd.learner.config import LearnerConfig
 from herd.learner.graph import capture
-from herd.learner.graph.capture import GraphedUpdate, graph_stats, make_update, twin_of
+from herd.learner.graph.capture import GraphedUpdate, graph_stats, make_update
 from herd.learner.replay.ring import ReplayBuffer
 from herd.learner.replay.table import RateLimiter, ReplayTable
 from herd.learner.rpc.publisher import WeightPublisher
@@ -220,7 +220,7 @@ def test_the_gil_switch_interval_is_short_while_preparing_and_restored_after(mon
     before = sys.getswitchinterval()
     assert before > capture.SWITCH_S  # the default 5 ms
     sac, buf = make()
-    prep = capture.GraphPrep(twin_of(sac), buf, 2, None, 1)
+    prep = capture.GraphPrep(sac.twin(), buf, 2, None, 1)
     assert prep.done.wait(5)
     assert seen == [pytest.approx(capture.SWITCH_S)]
     assert sys.getswitchinterval() == pytest.approx(before)
@@ -270,7 +270,7 @@ def test_the_twin_leaves_the_live_model_the_ring_and_the_rng_alone() -> None:
     live = [t.clone() for t in sac.state_tensors()]
     ring = (buf.obs_pair.clone(), buf.rest.clone(), buf.size_t.clone(), buf.size, buf.inserted)
     rng = torch.get_rng_state()
-    twin = twin_of(sac)  # SAC() seeds torch: fork_rng puts the caller's state back
+    twin = sac.twin()  # SAC() seeds torch: fork_rng puts the caller's state back
     assert torch.equal(rng, torch.get_rng_state())
     assert torch.equal(twin.actor.scale, sac.actor.scale) and torch.equal(twin.actor.bias, sac.actor.bias)
     assert not any(a.data_ptr() == b.data_ptr() for a, b in zip(twin.state_tensors(), sac.state_tensors()))

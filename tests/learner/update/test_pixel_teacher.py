@@ -11,10 +11,12 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from herd.learner.build import build_update
 from herd.learner.config import LearnerConfig
 from herd.learner.replay.frames import FrameReplay
 from herd.learner.update.pixel_sac import PixelSAC
-from herd.learner.update.pixel_teacher import STATE_KEYS, TeacherPixelSAC, gaussian_kl, make_pixel_sac
+from herd.learner.update.pixel_teacher import STATE_KEYS, TeacherPixelSAC, gaussian_kl
+from herd.proto import codec
 
 SHAPE, DIM, ACT = (3, 16, 16), 5, 2
 
@@ -25,8 +27,9 @@ def teacher_cfg(**kw):
 
 
 def make(cfg) -> PixelSAC:
-    return make_pixel_sac(cfg.algorithm, cfg.encoder, cfg.compute, SHAPE, 3, ACT, [-1] * ACT, [1] * ACT,
-                          "cpu", state_dim=DIM)
+    spec = codec.spec_to_proto("toy", SHAPE, "uint8", (ACT,), [-1] * ACT, [1] * ACT, frame_stack=3,
+                               state_dim=DIM)
+    return build_update(cfg, spec, "cpu")
 
 
 def batch(seed=0, n=6) -> dict:
