@@ -18,6 +18,12 @@ ROW_FIELDS = ("obs", "next_obs", "action", "reward", "terminated", "discount")
 """Column order of a packed row."""
 
 
+def pad8(n: int) -> int:
+    """`n` rounded up to a multiple of 8: an obs's width in a packed row and the networks' input
+    widths (their matmuls want it)."""
+    return -(-n // 8) * 8
+
+
 @dataclass(frozen=True)
 class RowLayout:
     obs_dim: int
@@ -33,7 +39,7 @@ class RowLayout:
 
     @property
     def obs_pad(self) -> int:
-        return -(-self.obs_dim // 8) * 8
+        return pad8(self.obs_dim)
 
     @property
     def row_width(self) -> int:

@@ -22,9 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-
-def pad8(n: int) -> int:
-    return -(-n // 8) * 8
+from herd.learner.replay.row_layout import pad8
 
 
 def _uniform_(t: torch.Tensor, fan_in: int) -> torch.Tensor:
