@@ -149,7 +149,7 @@ class LearnerClient:
         # batches go out as hand-serialized WireBatch bytes (proto/codec.py), built by one join
         # instead of protobuf's encoder (twice, counting ByteSize)
         self._push_call = channel.stream_stream(
-            "/herd.v1.Learner/PushTransitions", request_serializer=codec.WireBatch.SerializeToString,
+            codec.METHOD_PATHS["PushTransitions"], request_serializer=codec.WireBatch.SerializeToString,
             response_deserializer=pb.PushAck.FromString)
 
     def _handshake(self) -> None:

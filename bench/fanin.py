@@ -38,7 +38,6 @@ from bench.ingest import ACT, BOUND, OBS, humanoid_spec
 IDLE, PUSH, STOP = 0, 1, 2
 """What every synthetic actor does now (a shared value the main process sets)."""
 STALL_S = 2.0
-PUSH_METHOD, WATCH_METHOD = "/herd.v1.Learner/PushTransitions", "/herd.v1.Learner/WatchWeights"
 
 
 def random_rows(rows: int, seed: int) -> dict[str, np.ndarray]:
@@ -95,15 +94,17 @@ async def synthetic_actor(k: int, address: str, rows: dict, window: int, mode, r
             await asyncio.sleep(0.5)
 
     async def watch():  # raw bytes: the actor side's parse is not what this bench measures
-        stream = weights.unary_stream(WATCH_METHOD, request_serializer=pb.WatchRequest.SerializeToString)(
+        stream = weights.unary_stream(codec.METHOD_PATHS["WatchWeights"],
+                                      request_serializer=pb.WatchRequest.SerializeToString)(
             pb.WatchRequest(actor_id=actor_id), metadata=meta)
         async for raw in stream:
             books.weights += 1
             books.weight_bytes += len(raw)
 
     watcher = asyncio.create_task(watch())
-    call = push.stream_stream(PUSH_METHOD, request_serializer=codec.WireBatch.SerializeToString,
-                                 response_deserializer=pb.PushAck.FromString)(metadata=meta)
+    call = push.stream_stream(codec.METHOD_PATHS["PushTransitions"],
+                              request_serializer=codec.WireBatch.SerializeToString,
+                              response_deserializer=pb.PushAck.FromString)(metadata=meta)
     batch = codec.WireBatch(rows, session_id=reply.session_id, actor_id=actor_id, seq=0,
                             policy_version=0)
     n = batch.count

@@ -28,6 +28,12 @@ REWARD_DTYPE = np.dtype("<f4")
 DISCOUNT_DTYPE = np.dtype("<f4")
 TERMINATED_DTYPE = np.dtype("u1")
 TOKEN_HEADER = "x-herd-token"
+SERVICE = pb.DESCRIPTOR.services_by_name["Learner"].full_name
+"""The gRPC service of proto/herd.proto, by its full name (package included)."""
+METHOD_PATHS = {m.name: f"/{SERVICE}/{m.name}"
+                for m in pb.DESCRIPTOR.services_by_name["Learner"].methods}
+"""Each RPC's path on the wire ('/herd.v1.Learner/PushTransitions'), for calls and handlers made
+by hand (hand-serialized batches, bytes forwarded as they are)."""
 
 
 def wire_dtype(name: str) -> np.dtype:

@@ -29,7 +29,6 @@ from herd.proto import codec, keepalive
 from herd.proto import herd_pb2 as pb
 
 log = logging.getLogger("herd.relay")
-WATCH = "/herd.v1.Learner/WatchWeights"
 
 
 class WeightRelay:
@@ -64,7 +63,8 @@ class WeightRelay:
         return f"127.0.0.1:{self.port}"
 
     def _follow(self) -> None:
-        watch = self._channel.unary_stream(WATCH, request_serializer=pb.WatchRequest.SerializeToString)
+        watch = self._channel.unary_stream(codec.METHOD_PATHS["WatchWeights"],
+                                           request_serializer=pb.WatchRequest.SerializeToString)
         delay = 0.2
         while not self._closed.is_set():
             try:

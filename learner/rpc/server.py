@@ -110,7 +110,7 @@ def add_servicer(servicer, server: grpc.aio.Server) -> None:
         if kind is not grpc.stream_stream_rpc_method_handler:
             method = strict(method, streaming=kind is grpc.unary_stream_rpc_method_handler)
         handlers[name] = kind(method, request_deserializer=parse, response_serializer=serialize)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("herd.v1.Learner", handlers),))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(codec.SERVICE, handlers),))
 
 
 def server_credentials(tls_cert: str | None, tls_key: str | None) -> grpc.ServerCredentials | None:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from herd.learner.config import LearnerConfig
 from herd.learner.learner import Learner
 from herd.learner.rpc.handlers import Unparsable, parse_batch
+from herd.learner.rpc.server import METHODS
 from herd.learner.rpc.validate import BatchRejected, Session, validate
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
@@ -46,7 +47,7 @@ class Stream:
     def __init__(self, channel, raw=False):
         self.q: queue.Queue = queue.Queue()
         if raw:
-            call = channel.stream_stream("/herd.v1.Learner/PushTransitions",
+            call = channel.stream_stream(codec.METHOD_PATHS["PushTransitions"],
                                          request_serializer=lambda b: b,
                                          response_deserializer=pb.PushAck.FromString)
         else:
@@ -228,6 +229,12 @@ def test_stale_session_after_learner_restart_and_after_stream_end(learner, chann
     assert counters(learner)["received"] == before["received"] + 8
 
 
+def test_the_server_handles_every_rpc_of_the_proto_at_its_path() -> None:
+    """The paths come from proto/herd.proto (codec.METHOD_PATHS), the server's table has each."""
+    assert set(METHODS) == set(codec.METHOD_PATHS)
+    assert codec.METHOD_PATHS["PushTransitions"] == "/herd.v1.Learner/PushTransitions"
+
+
 def test_bad_handshakes(channel, spec):
     stub = pb_grpc.LearnerStub(channel)
     with pytest.raises(grpc.RpcError) as e:
@@ -251,7 +258,7 @@ def test_garbage_bytes_on_unary_methods_are_invalid_argument(learner, channel, j
     """Handshake, GetStatus and WatchWeights read raw bytes that are no message of theirs:
     INVALID_ARGUMENT, as any other malformed input (not UNKNOWN); the server serves on."""
     for method, streaming in (("Handshake", False), ("GetStatus", False), ("WatchWeights", True)):
-        path = f"/herd.v1.Learner/{method}"
+        path = codec.METHOD_PATHS[method]
         call = (channel.unary_stream if streaming else channel.unary_unary)(path)
         with pytest.raises(grpc.RpcError) as e:
             reply = call(junk, timeout=10)
