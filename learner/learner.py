@@ -45,7 +45,7 @@ from herd.proto import herd_pb2 as pb
 if TYPE_CHECKING:
 
     from herd.learner.config import LearnerConfig
-    from herd.learner.ingest.in_process import Ingest
+    from herd.learner.ingest import Ingest
     from herd.learner.ingest.processes import IngestProcess
 
 log = logging.getLogger("herd.learner")
@@ -98,7 +98,7 @@ class Learner:
         serving, when it has them: self._starting)."""
         import torch
 
-        from herd.learner.ingest.in_process import Ingest
+        from herd.learner.ingest.in_process import InProcessIngest
         from herd.learner.ingest.processes import IngestProcess
         from herd.learner.rpc.publisher import WeightPublisher
         from herd.learner.trainer import Trainer
@@ -134,7 +134,7 @@ class Learner:
         elif self._starting is not None:  # the guess was wrong: no CUDA
             self._starting.stop()
             self._starting = None
-        self.ingest: Ingest | IngestProcess | None = None
+        self.ingest: Ingest | None = None
         self._ratio_lock, self._wound_down, self._leaving = threading.Lock(), False, 0
         self.buffer, self.replay_fit = build_ring(cfg, spec, self.device)
         self.table = build_table(cfg, self.buffer)
@@ -158,8 +158,8 @@ class Learner:
         if self._starting is not None:
             self._starting.wait_ready()
         pack = _as_validated if self.pixels else self.buffer.pack_rows
-        self.ingest = self._starting or Ingest(spec, self.publisher, pack, **server,
-                                               frames=self.buffer.index if self.pixels else None)
+        self.ingest = self._starting or InProcessIngest(
+            spec, self.publisher, pack, **server, frames=self.buffer.index if self.pixels else None)
 
     def _take(self, limit: int, timeout: float) -> list:
         """Staged blocks for the training thread; none (after `timeout`) while ingest boots."""

@@ -1,4 +1,5 @@
-"""Ingest: the learner's gRPC face, validation, dedup and staging, wired as one component.
+"""Ingest in this process: the learner's gRPC face, validation, dedup and staging, wired as one
+component.
 
     actors ──gRPC──► LearnerServicer (herd-ingest loop) ──validate, dedup──► pack ──► Staging
     training thread ◄── Staging.take ◄───────────────────────────────────────────────┘
@@ -75,8 +76,9 @@ class Staging:
         return items
 
 
-class Ingest:
-    """The gRPC server and its servicer; counters for the learner's status."""
+class InProcessIngest:
+    """Ingest (learner/ingest/__init__.py) on a thread of this process: the gRPC server and its
+    servicer; counters for the learner's status."""
 
     def __init__(self, spec: pb.EnvSpec, publisher: WeightPublisher, pack: Callable, *,
                  learner_id: str, host: str, port: int, token: str | None, max_message_mb: int,

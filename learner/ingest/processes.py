@@ -1,7 +1,7 @@
 """Ingest in a process of its own: its Python never takes the training process's GIL.
 
-The in-process Ingest (learner/ingest/in_process.py) shares one GIL with the training thread: at full rate
-the ingest loop holds it most of the time and every update waits for it, once per GIL hand-over
+InProcessIngest (learner/ingest/in_process.py) shares one GIL with the training thread: at full
+rate the ingest loop holds it most of the time and every update waits for it, once per GIL hand-over
 (bench/ingest.py measured the synchronous server's 128 threads taking updates from 2,972/s to
 6/s). Here the same servicer, server and packing run in a child process; the training process
 only copies packed rows out of shared memory:
@@ -47,7 +47,8 @@ SLOT_ROWS = 512
 
 
 class IngestProcess:
-    """Ingest's interface (take, counts, port, stop) with the work in `processes` children.
+    """Ingest (learner/ingest/__init__.py: take, counts, port, stop) with the work in
+    `processes` children.
 
     With several, each listens on a port of its own (learner.server.port + k) and an
     actor's handshake anywhere is answered with its home process's port (HandshakeReply
@@ -71,7 +72,7 @@ class IngestProcess:
     def start(self, spec: pb.EnvSpec, publisher: WeightPublisher, layout: dict, *,
               staging_batches: int, max_batch: int, status, pin: bool = False, **server) -> None:
         """`layout`: ReplayBuffer arguments (obs_shape, action_dim, obs_dtype,
-        one_step_discount) the children pack rows with; `server`: Ingest's keyword arguments;
+        one_step_discount) the children pack rows with; `server`: InProcessIngest's keyword arguments;
         `pin`: page-lock the slots (CUDA), so rows go from them to the device by DMA alone."""
         processes = len(self.children)
         if server.get("max_actors"):
@@ -344,7 +345,8 @@ class SlotStaging:
 
 
 def main(data_fd: int, ctrl_fd: int) -> None:
-    """The ingest process: Ingest's server and servicer, packing into the shared slots."""
+    """The ingest process: InProcessIngest's server and servicer, packing into the shared
+    slots."""
     data, ctrl = Connection(data_fd), Connection(ctrl_fd)
     # all the imports first, torch not among them: the parent builds its learner meanwhile
     from herd.learner.ingest.in_process import counts
