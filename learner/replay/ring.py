@@ -15,8 +15,6 @@ rows that arrive without one are one-step rows and get `one_step_discount` (the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from herd.learner.replay.row_layout import RowLayout
@@ -39,16 +37,22 @@ class ReplayBuffer:
         self.device = torch.device(device)
         self.layout = RowLayout.of(obs_shape, action_dim, one_step_discount)
         self.obs_dim = obs_dim = self.layout.obs_dim
-        self.obs_pad = pad = self.layout.obs_pad
+        self.obs_pad = self.layout.obs_pad
         self.action_dim = action_dim
         self.row_width = self.layout.row_width
-        self.obs_pair = torch.zeros(capacity, 2 * pad, dtype=obs_dtype, device=self.device)
-        self.rest = torch.zeros(capacity, action_dim + 3, dtype=torch.float32, device=self.device)
-        self.obs, self.next_obs = self.obs_pair[:, :obs_dim], self.obs_pair[:, pad : pad + obs_dim]
-        self.action = self.rest[:, :action_dim]
-        self.reward = self.rest[:, action_dim]
-        self.terminated = self.rest[:, action_dim + 1]
-        self.discount = self.rest[:, action_dim + 2]
+        cols = self.layout.columns
+        # a packed row's obs | next_obs go to obs_pair, the rest (from the action on) to rest
+        self.split = split = cols["action"][0]
+        self.rest_at = {name: start - split for name, (start, _) in cols.items() if start >= split}
+        self.obs_pair = torch.zeros(capacity, split, dtype=obs_dtype, device=self.device)
+        self.rest = torch.zeros(capacity, self.row_width - split, dtype=torch.float32, device=self.device)
+        self.obs = self.obs_pair[:, cols["obs"][0] : cols["obs"][0] + obs_dim]
+        self.next_obs = self.obs_pair[:, cols["next_obs"][0] : cols["next_obs"][0] + obs_dim]
+        at = self.rest_at
+        self.action = self.rest[:, at["action"] : at["action"] + action_dim]
+        self.reward = self.rest[:, at["reward"]]
+        self.terminated = self.rest[:, at["terminated"]]
+        self.discount = self.rest[:, at["discount"]]
         # The number of valid rows, readable by captured graphs (no .item()).
         self.size_t = torch.zeros((), dtype=torch.float32, device=self.device)
         self.pos = 0
@@ -77,7 +81,7 @@ class ReplayBuffer:
             self.pos = (self.pos + n - self.capacity) % self.capacity
             self.inserted += n - self.capacity
             n = self.capacity
-        split = 2 * self.obs_pad
+        split = self.split
         first = min(n, self.capacity - self.pos)
         for start, stop, src in ((self.pos, self.pos + first, 0), (0, n - first, first)):
             if stop <= start:
@@ -101,15 +105,15 @@ class ReplayBuffer:
         """Rows at `idx`; obs_pair is [batch, 2, obs_pad] (obs, next_obs; zero pad) in fp32."""
         pair = self.obs_pair.index_select(0, idx).float().view(-1, 2, self.obs_pad)
         rest = self.rest.index_select(0, idx)
-        a, d = self.action_dim, self.obs_dim
+        a, d, at = self.action_dim, self.obs_dim, self.rest_at
         return {
             "obs_pair": pair,
             "obs": pair[:, 0, :d],
             "next_obs": pair[:, 1, :d],
-            "action": rest[:, :a],
-            "reward": rest[:, a],
-            "terminated": rest[:, a + 1],
-            "discount": rest[:, a + 2],
+            "action": rest[:, at["action"] : at["action"] + a],
+            "reward": rest[:, at["reward"]],
+            "terminated": rest[:, at["terminated"]],
+            "discount": rest[:, at["discount"]],
         }
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
@@ -155,17 +159,6 @@ class ReplayBuffer:
         self.size, self.inserted = n, int(state["inserted"])
         self.pos = int(state["pos"]) % self.capacity
         self.size_t.fill_(float(n))
-
-    def save(self, path: Path) -> None:
-        """torch.save to a temporary name, then rename: readers never see half a file."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save(self.state_dict(), tmp)
-        tmp.replace(path)
-
-    def load(self, path: Path) -> None:
-        """torch.load with mmap=True: rows are paged in from disk as they are copied."""
-        self.load_state_dict(torch.load(path, mmap=True, weights_only=True))
 
 
 def memory_metrics(device: torch.device) -> dict[str, int]:

@@ -45,25 +45,28 @@ class RowLayout:
     def row_width(self) -> int:
         return 2 * self.obs_pad + self.action_dim + 3
 
+    @property
+    def columns(self) -> dict[str, tuple[int, int]]:
+        """Each field's (first column, width) in a packed row, in ROW_FIELDS order; an obs's
+        pad columns follow it unnamed. Everything that reads rows takes its offsets here."""
+        pad, a = self.obs_pad, self.action_dim
+        return {"obs": (0, self.obs_dim), "next_obs": (pad, self.obs_dim), "action": (2 * pad, a),
+                "reward": (2 * pad + a, 1), "terminated": (2 * pad + a + 1, 1),
+                "discount": (2 * pad + a + 2, 1)}
+
     def pack(self, rows: dict, dst: np.ndarray) -> None:
         """Rows (numpy arrays, or CPU tensors) into `dst[:n]`, a [>= n, row_width] fp32 array:
         one host pass, dtype conversion included (terminated arrives as uint8). The obs pad
         columns are never written: allocate `dst` zeroed."""
         n = int(rows["reward"].shape[0])
         dst = dst[:n]
-        pad = self.obs_pad
-        starts = {"obs": 0, "next_obs": pad, "action": 2 * pad, "reward": 2 * pad + self.action_dim}
-        starts["terminated"] = starts["reward"] + 1
-        starts["discount"] = starts["reward"] + 2
-        widths = {"obs": self.obs_dim, "next_obs": self.obs_dim, "action": self.action_dim}
-        for name in ROW_FIELDS:
+        for name, (start, width) in self.columns.items():
             src = rows.get(name)
             if src is None and name == "discount":
-                dst[:, starts[name]] = self.one_step_discount
+                dst[:, start] = self.one_step_discount
                 continue
             src = src.detach().cpu().numpy() if hasattr(src, "detach") else np.asarray(src)
             src = src.reshape(n, -1)
-            expect = widths.get(name, 1)
-            if src.shape[1] != expect:
-                raise ValueError(f"{name} has {src.shape[1]} columns, the ring expects {expect}")
-            dst[:, starts[name] : starts[name] + expect] = src
+            if src.shape[1] != width:
+                raise ValueError(f"{name} has {src.shape[1]} columns, the ring expects {width}")
+            dst[:, start : start + width] = src

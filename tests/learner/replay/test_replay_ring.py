@@ -1,4 +1,5 @@
-"""Replay ring: packing, wrap-around, gather, save/load through torch.load(mmap=True)."""
+"""Replay ring: packing, wrap-around, gather, its rows saved and loaded as a checkpoint does
+(learner/checkpoint.py: replay.pt read with torch.load(mmap=True))."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from herd.learner.checkpoint import read_model, read_rows, write_checkpoint
 from herd.learner.replay.ring import ReplayBuffer, memory_metrics
 from tests.learner.rows import tagged_rows
 
@@ -57,15 +59,27 @@ def test_bf16_storage_halves_obs_memory() -> None:
     assert b16.sample(8)["obs"].dtype == torch.float32
 
 
+def save(buf: ReplayBuffer, where) -> None:
+    """The ring's rows as a checkpoint saves them (learner/checkpoint.py), beside their model.pt."""
+    write_checkpoint(where, {"inserted": buf.inserted}, buf.state_dict())
+
+
+def load(buf: ReplayBuffer, where) -> None:
+    """The rows back as a restore reads them: replay.pt memory-mapped, paged in as copied."""
+    rows, how = read_rows(where, read_model(where))
+    assert how == "loaded"
+    buf.load_state_dict(rows)
+
+
 @pytest.mark.parametrize("n", [0, 300, 1700])
 def test_save_load_mmap_roundtrip(tmp_path, n: int) -> None:
     buf = ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu"))
     if n:
         buf.extend(rows(np.arange(n)))
-    buf.save(tmp_path / "replay.pt")
+    save(buf, tmp_path)
     assert not (tmp_path / "replay.pt.tmp").exists()
     other = ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu"))
-    other.load(tmp_path / "replay.pt")
+    load(other, tmp_path)
     assert (other.size, other.pos, other.inserted) == (buf.size, buf.pos, buf.inserted)
     assert torch.equal(other.obs_pair, buf.obs_pair) and torch.equal(other.rest, buf.rest)
     assert float(other.size_t) == buf.size
@@ -74,9 +88,9 @@ def test_save_load_mmap_roundtrip(tmp_path, n: int) -> None:
 def test_load_refuses_a_bigger_buffer(tmp_path) -> None:
     buf = ReplayBuffer(2000, (OBS,), ACT, torch.device("cpu"))
     buf.extend(rows(np.arange(1500)))
-    buf.save(tmp_path / "r.pt")
+    save(buf, tmp_path)
     with pytest.raises(ValueError):
-        ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu")).load(tmp_path / "r.pt")
+        load(ReplayBuffer(1000, (OBS,), ACT, torch.device("cpu")), tmp_path)
 
 
 def test_memory_metrics_cpu_is_zero_and_nbytes_counts_the_ring() -> None:
@@ -92,7 +106,7 @@ def test_gpu_ring_and_memory_metrics(tmp_path) -> None:
     buf.extend(rows(np.arange(5000)))
     m = memory_metrics(dev)
     assert m["mem_allocated"] >= buf.nbytes and m["mem_reserved"] >= m["mem_allocated"]
-    buf.save(tmp_path / "g.pt")
+    save(buf, tmp_path)
     other = ReplayBuffer(4096, (OBS,), ACT, dev)
-    other.load(tmp_path / "g.pt")
+    load(other, tmp_path)
     assert torch.equal(other.obs_pair, buf.obs_pair)
