@@ -101,6 +101,43 @@ def is_pixel_spec(spec: pb.EnvSpec) -> bool:
     return spec.frame_stack > 0
 
 
+WEIGHTS_VERSION_FIELD = pb.PolicyWeights.DESCRIPTOR.fields_by_name["version"].number
+
+
+def weights_version(wire: bytes) -> int:
+    """PolicyWeights.version read off its serialized bytes, the tensors skipped, not parsed: the
+    middle hops (an ingest process, a node's relay) forward weights as the bytes they got."""
+    pos, end = 0, len(wire)
+    while pos < end:
+        tag, pos = _read_varint(wire, pos)
+        num, kind = tag >> 3, tag & 7
+        if kind == 0:
+            value, pos = _read_varint(wire, pos)
+            if num == WEIGHTS_VERSION_FIELD:
+                return value
+        elif kind == 2:
+            length, pos = _read_varint(wire, pos)
+            pos += length
+        elif kind in (1, 5):
+            pos += 8 if kind == 1 else 4
+        else:
+            raise ValueError(f"PolicyWeights bytes with wire type {kind} at byte {pos}")
+    return 0  # proto3 leaves a version of 0 out
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("PolicyWeights bytes end inside a varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:

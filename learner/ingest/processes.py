@@ -120,7 +120,7 @@ class IngestProcess:
         latest = self._publisher.newer_wire(0)
         if latest is not None and not self._stopped.is_set():
             for c in self.children:
-                c.request("weights", latest[1])
+                c.request("weights", *latest)  # (version, bytes): forwarded as they are
 
     def _feed_status(self) -> None:
         """The learner's status, once a second, for the children's GetStatus answers."""
@@ -389,7 +389,7 @@ def main(data_fd: int, ctrl_fd: int) -> None:
             srv.stop(0)
             return
         if kind == "weights":
-            publisher.publish(pb.PolicyWeights.FromString(args[0]))
+            publisher.publish_wire(*args)
         elif kind == "status":
             status[0] = pb.LearnerStatus.FromString(args[0])
         elif kind == "peers":

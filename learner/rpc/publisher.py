@@ -1,7 +1,9 @@
 """Versioned policy weights, handed to every WatchWeights stream as versions advance.
 
-Each version is serialized once, whatever the number of streams; `subscribe` lets the ingest
-event loop wake its streams instead of a thread per stream waiting on the condition.
+Each version is serialized once, whatever the number of streams, and a middle hop (an ingest
+process, a node's relay) publishes the bytes it got (`publish_wire`) without parsing them;
+`subscribe` lets the ingest event loop wake its streams instead of a thread per stream waiting
+on the condition.
 """
 
 from __future__ import annotations
@@ -14,20 +16,26 @@ from herd.proto import herd_pb2 as pb
 class WeightPublisher:
     def __init__(self):
         self._cond = threading.Condition()
-        self._latest: pb.PolicyWeights | None = None
-        self._wire = b""  # _latest serialized, once per version for every stream
+        self._version = 0
+        self._wire: bytes | None = None  # the latest weights serialized, once for every stream
+        self._latest: pb.PolicyWeights | None = None  # the same, parsed (None: not yet)
         self._closed = False
         self._subscribers: list = []
 
     @property
     def version(self) -> int:
-        latest = self._latest
-        return latest.version if latest is not None else 0
+        return self._version
 
     def publish(self, weights: pb.PolicyWeights) -> None:
-        wire = weights.SerializeToString()
+        self._set(weights.version, weights.SerializeToString(), weights)
+
+    def publish_wire(self, version: int, wire: bytes) -> None:
+        """Serialized weights of `version` as they came (a middle hop: nothing parsed)."""
+        self._set(version, wire, None)
+
+    def _set(self, version: int, wire: bytes, weights: pb.PolicyWeights | None) -> None:
         with self._cond:
-            self._latest, self._wire = weights, wire
+            self._version, self._wire, self._latest = version, wire, weights
             self._cond.notify_all()
             subscribers = list(self._subscribers)
         for notify in subscribers:
@@ -38,32 +46,37 @@ class WeightPublisher:
         with self._cond:
             self._subscribers.append(notify)
 
+    def _newer(self, have_version: int) -> tuple[int, bytes, pb.PolicyWeights | None] | None:
+        """(version, wire, parsed or None) if newer than `have_version` (call under the lock)."""
+        if self._wire is None or self._version <= have_version:
+            return None
+        return self._version, self._wire, self._latest
+
     def newer_wire(self, have_version: int) -> tuple[int, bytes] | None:
         """(version, serialized PolicyWeights) if newer than `have_version`, without waiting."""
         with self._cond:
-            latest, wire = self._latest, self._wire
-        return (latest.version, wire) if latest is not None and latest.version > have_version else None
+            newer = self._newer(have_version)
+        return newer[:2] if newer else None
 
     def _wait(self, have_version: int, timeout: float):
         with self._cond:
-            self._cond.wait_for(
-                lambda: self._closed
-                or (self._latest is not None and self._latest.version > have_version),
-                timeout,
-            )
-            latest, wire = self._latest, self._wire
-        return (latest, wire) if latest is not None and latest.version > have_version else None
+            self._cond.wait_for(lambda: self._closed or self._newer(have_version) is not None,
+                                timeout)
+            return self._newer(have_version)
 
     def wait_newer(self, have_version: int, timeout: float) -> pb.PolicyWeights | None:
         """The latest weights if newer than `have_version`, waiting up to `timeout` seconds."""
         newer = self._wait(have_version, timeout)
-        return newer[0] if newer else None
+        if newer is None:
+            return None
+        _, wire, weights = newer
+        return weights if weights is not None else pb.PolicyWeights.FromString(wire)
 
     def wait_newer_wire(self, have_version: int, timeout: float) -> tuple[int, bytes] | None:
         """(version, serialized PolicyWeights) as wait_newer, serialized once per version for
-        every stream (learner/rpc/server.py's WatchWeights sends these bytes as they are)."""
+        every stream (learner/rpc/handlers.py's WatchWeights sends these bytes as they are)."""
         newer = self._wait(have_version, timeout)
-        return (newer[0].version, newer[1]) if newer else None
+        return newer[:2] if newer else None
 
     def close(self) -> None:
         with self._cond:

@@ -72,7 +72,7 @@ class WeightRelay:
                                metadata=self._metadata)
                 for raw in stream:
                     delay = 0.2
-                    self.publisher.publish(pb.PolicyWeights.FromString(raw))
+                    self.publisher.publish_wire(codec.weights_version(raw), raw)
             except grpc.RpcError as e:
                 if self._closed.is_set():
                     return

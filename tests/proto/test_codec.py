@@ -123,3 +123,21 @@ def test_frame_state_in_a_state_batch_is_refused(spec):
     msg.frame_state = np.zeros(4, np.float32).tobytes()
     with pytest.raises(ValueError, match="state env"):
         codec.unpack_batch(msg, spec)
+
+
+@pytest.mark.parametrize("version", [0, 1, 127, 128, 2**40])
+def test_the_weights_version_is_read_off_the_bytes_in_any_field_order(version):
+    """The middle hops read PolicyWeights.version without parsing the tensors; a version field
+    after the others (protobuf allows any order) is found too."""
+    from herd.proto import herd_pb2 as pb
+
+    body = pb.PolicyWeights(tensors=[pb.Tensor(name="w", shape=[300], data=bytes(1200))],
+                            log_std_min=-5.0, arch="conv", obs_mean=[1.0, 2.0], conv_strides=[2, 1])
+    head = pb.PolicyWeights(version=version)
+    for raw in (body.SerializeToString() + head.SerializeToString(),
+                head.SerializeToString() + body.SerializeToString()):
+        assert pb.PolicyWeights.FromString(raw).version == version
+        assert codec.weights_version(raw) == version
+    with pytest.raises(ValueError):
+        codec.weights_version(head.SerializeToString()[:-1] + b"\x80")
+
