@@ -7,7 +7,7 @@ cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
 WHEELHOUSE=${WHEELHOUSE:-wheelhouse}
 OUT=${OUT:-bench/results}
 mkdir -p "$OUT"
-if ! python3 -c "import herd.learner.trainer, herd.actors.env_actor, ray, mujoco, dm_control, OpenGL" 2>/dev/null; then
+if ! python3 -c "import herd.learner.build, herd.learner.update.sac, herd.actors.env_actor, ray, mujoco, dm_control, OpenGL" 2>/dev/null; then
   [ -d "$WHEELHOUSE" ] || { echo "no $WHEELHOUSE/: run 'make offline-wheels' where pip reaches an index, copy it here"; exit 1; }
   if ls "$WHEELHOUSE"/torch-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --find-links "$WHEELHOUSE" "herd[${EXTRAS:-export,bench}]"
