@@ -10,6 +10,7 @@ job's endpoint is not on this machine.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +31,12 @@ def down_cluster(grace_s: float = DEFAULT_GRACE_S, force: bool = False,
     if grace_s < 0:
         raise ValueError(f"the grace must be 0 s or more, got {grace_s:g}")
     try:
-        url = json.loads(local.cluster_file().read_text())["dashboard"]
+        record = json.loads(local.cluster_file().read_text())
+        url = record["dashboard"]
     except (OSError, ValueError, KeyError):
         return None
+    if record.get("gcs"):  # a controller reached through Ray: this cluster's, not another's
+        os.environ["RAY_ADDRESS"] = record["gcs"]
     jobs = wind_down(url, grace_s, force, say) if local.dashboard_up(url) else []
     local.down()
     return jobs

@@ -70,3 +70,13 @@ def test_resume_takes_the_newest_checkpoint_and_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="looked for model.pt, checkpoint/model.pt, "
                                                 "checkpoint-best/model.pt"):
         newest_checkpoint(tmp_path)
+
+
+def test_the_python_twin_says_when_no_cluster_is_on_record(tmp_path, monkeypatch):
+    import herd
+
+    monkeypatch.setenv("HERD_HOME", str(tmp_path / "none"))
+    with pytest.raises(herd.HerdError, match="no cluster started by `herd up` on record"):
+        herd.down()
+    with pytest.raises(herd.HerdError, match="the grace must be 0 s or more"):
+        herd.down(grace_s=-5)
