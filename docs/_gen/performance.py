@@ -16,6 +16,7 @@ from docs._gen.results import (
     KINDS,
     RESULTS,
     Kind,
+    cell,
     composite_sources,
     files,
     kind_of,
@@ -109,6 +110,28 @@ def kind_block(kind: Kind, paths: list[Path]) -> list[str]:
     out += [*table(recs, kind.figures), ""]
     for png in plots(kind, picks):
         out += [f"![{png}](../bench/results/{png})", ""]
+        out += drawn_beside(png, {p for p, _ in picks})
+    return out
+
+
+BESIDE = ("framework", "env", "actors", "wall_s", "env_steps", "env_steps_per_s", "best_eval_return",
+          "seconds_to_5000")
+"""The figures of a record a composite plot draws beside the section's own."""
+
+
+def drawn_beside(png: str, shown: set[Path]) -> list[str]:
+    """For a plot drawn from more files than its section shows (another framework's run, say):
+    those files' figures and commands, so that no curve on the page is without its numbers."""
+    if png not in COMPOSITES:
+        return []
+    out = []
+    for path in composite_sources(png):
+        if path in shown:
+            continue
+        for r in load(path):
+            figures = "; ".join(f"{k} {cell(r[k])}" for k in BESIDE if k in r)
+            out += [f"Also in this plot: `{path.name}` · {r.get('date', '?')} · "
+                    f"{r.get('machine', '?')}: {figures}" + (f" (`{r['command']}`)" if r.get("command") else ""), ""]
     return out
 
 

@@ -56,3 +56,14 @@ def test_other_records_keep_their_updates_per_s():
     learner = {"nets": "residual", "batch": 1024, "updates_per_s": 1540.0}  # bench/learner.py's: no evaluations
     assert results.value(learner, "updates_per_s") == 1540.0
     assert results.value(learner, "updates_per_s_wall") is None
+
+
+def test_every_curve_of_a_shown_plot_has_its_numbers_on_the_page():
+    from docs._gen.results import COMPOSITES, composite_sources
+
+    page = (ROOT / "docs" / "performance.md").read_text()
+    for png in COMPOSITES:
+        if f"(../bench/results/{png})" in page:
+            missing = [p.name for p in composite_sources(png)
+                       if f"(../bench/results/{p.name})" not in page and f"`{p.name}`" not in page]
+            assert not missing, (png, missing)
