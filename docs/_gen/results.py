@@ -56,6 +56,11 @@ KINDS = [
          ("env", "arm", "seed", "target_return", "seconds_to_target", "seconds_to_500",
           "best_eval_return", "best_eval_at_s",
           "final_eval_return", "frames_per_s")),
+    Kind("pixel update alone", r"pixel-learner-", ("updates_per_s", "updates/s"), "Pixels",
+         "The pixel update alone on frames prefilled on the device, no actors and no ingest "
+         "(`bench/pixel_learner.py`): one row per learner setting over the config's.",
+         ("row", "pixels", "batch", "amp", "graph", "compile", "target_encoder",
+          "privileged_critic", "updates_per_s", "us_per_update")),
     Kind("pixel policy", r"pixel-policy-", ("ms_per_frame", "ms per frame"), "Pixels",
          "The conv policy acting on an actor's CPU (`bench/pixel_policy.py`).",
          ("size", "stack", "envs", "ms_per_frame", "ms_per_call")),
