@@ -14,6 +14,7 @@ from pathlib import Path
 
 from herd import local
 from herd.ray_errors import failure_line
+from herd.runs import run_dir_of
 from herd.teardown import DEFAULT_GRACE_S
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
@@ -551,18 +552,6 @@ def ended_status(args, job_id: str) -> dict | None:
     if info["status"] == "FAILED":
         out["error"] = failure_line(job_logs(args, job_id)) or info.get("message")
     return out
-
-
-def run_dir_of(info: dict | None) -> Path | None:
-    """runs/<job> of a job, from its driver's command line (--runs-dir, --job-id); None where
-    that is not a Herd driver's."""
-    import shlex
-
-    argv = shlex.split((info or {}).get("entrypoint") or "")
-    try:
-        return Path(argv[argv.index("--runs-dir") + 1]) / argv[argv.index("--job-id") + 1]
-    except (ValueError, IndexError):
-        return None
 
 
 def on_endpoint(args, call):

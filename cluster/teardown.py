@@ -63,7 +63,7 @@ def wind_down(url: str, grace_s: float = DEFAULT_GRACE_S, force: bool = False,
     """Wind down every live Herd job on the cluster at `url` within `grace_s` seconds (with
     `force`: none); one record per job ({job_id, run_dir, wound_down, line}), each line said
     as it is known."""
-    from herd.cli import run_dir_of
+    from herd.runs import run_dir_of
 
     jobs = [(j["submission_id"], run_dir_of(j)) for j in live_jobs(url)]
     if force:
