@@ -61,6 +61,12 @@ KINDS = [
          "(`bench/pixel_learner.py`): one row per learner setting over the config's.",
          ("row", "pixels", "batch", "amp", "graph", "compile", "target_encoder",
           "privileged_critic", "updates_per_s", "us_per_update")),
+    Kind("frame ingest", r"frame-ingest-", ("cpu_us_per_frame", "learner CPU µs per frame"), "Pixels",
+         "The learner's CPU per camera frame taken in (`bench/frame_ingest.py`): decode, "
+         "validation, the frame index and the insert, and the share of one core at 2,000 agent "
+         "steps/s.",
+         ("device", "rows_per_batch", "decode_us_per_frame", "validate_us_per_frame",
+          "place_us_per_frame", "insert_us_per_frame", "cpu_us_per_frame", "core_share")),
     Kind("pixel policy", r"pixel-policy-", ("ms_per_frame", "ms per frame"), "Pixels",
          "The conv policy acting on an actor's CPU (`bench/pixel_policy.py`).",
          ("size", "stack", "envs", "ms_per_frame", "ms_per_call")),
