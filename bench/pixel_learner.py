@@ -54,7 +54,7 @@ ROWS = {
     "no-pad": {"pad_to": 1},  # the first conv on its 9 channels as they are (Encoder.pad_to)
     "compile-no-target-encoder": {"compile": True, "target_encoder": False},
     "compile-no-target-encoder-no-pad": {"compile": True, "target_encoder": False, "pad_to": 1},
-    "batch512": {"pixel_batch_size": 512},
+    "batch512": {"batch_size": 512},
     "privileged": {"privileged_critic": True},
 }
 WALKER_STATE_DIM = 24  # dm_control walker's observation: orientations 14, height 1, velocity 9
@@ -128,7 +128,7 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
         elapsed = time.perf_counter() - t0
         chunk = min(chunk * 2, 64)
     ups = calls * k / elapsed
-    batch = cfg.encoder.pixel_batch_size
+    batch = cfg.replay.batch_size
     rec = dict(row=name, batch=batch, amp=cfg.compute.amp if cuda else "off",
                graph=step.use_graph, compile=bool(cfg.compute.compile and cuda),
                updates_per_call=k, target_encoder=cfg.encoder.target_encoder,
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     if args.quick or not cuda:
-        args.base.update(pixel_batch_size=32, pixel_hidden_sizes=(64, 64), feature_dim=16,
+        args.base.update(batch_size=32, hidden_sizes=(64, 64), feature_dim=16,
                          channels=8)
     args.capacity = args.capacity or (2_000 if args.quick else 100_000)
     args.seconds = args.seconds or (0.5 if args.quick else 3.0)

@@ -139,16 +139,19 @@ def build_table(cfg: LearnerConfig, ring: ReplayBuffer | FrameReplay):
 def build_update(cfg: LearnerConfig, spec: pb.EnvSpec, device: torch.device | str) -> SAC | PixelSAC:
     """The update an env gets: PixelSAC for a pixel env (TeacherPixelSAC with
     learner.encoder.privileged_teacher), else the state SAC. Fresh weights, seeded by
-    learner.algorithm.seed."""
+    learner.algorithm.seed. A pixel env's config that sets a key the pixel update ignores is
+    refused here, in one line (LearnerConfig.refuse_ignored_by_pixels): the learner's start
+    fails with it before any update."""
     action = (int(np.prod(spec.action_shape)), np.asarray(spec.action_low, np.float32),
               np.asarray(spec.action_high, np.float32))
     if codec.is_pixel_spec(spec):
         from herd.learner.update.pixel_sac import PixelSAC
         from herd.learner.update.pixel_teacher import TeacherPixelSAC
 
+        cfg.refuse_ignored_by_pixels()
         kind = TeacherPixelSAC if cfg.encoder.privileged_teacher else PixelSAC
-        return kind(cfg.algorithm, cfg.encoder, cfg.compute, tuple(spec.obs_shape), spec.frame_stack,
-                    *action, device, spec.state_dim)
+        return kind(cfg.algorithm, cfg.encoder, cfg.compute, cfg.replay.batch_size,
+                    tuple(spec.obs_shape), spec.frame_stack, *action, device, spec.state_dim)
     from herd.learner.update.sac import SAC
 
     return SAC(cfg.algorithm, cfg.compute, cfg.replay.batch_size, int(np.prod(spec.obs_shape)),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from herd.learner.build import build_update, learner_spec
+from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 
 if TYPE_CHECKING:
@@ -134,7 +135,8 @@ def saved_policy(model: dict, spec: pb.EnvSpec) -> pb.PolicyWeights:
     (the averaged actor, with learner.algorithm.actor_ema, as evaluations use)."""
     from herd.learner.config import LearnerConfig
 
-    cfg = LearnerConfig.from_saved(model.get("config", {}), device="cpu")  # either layout
+    cfg = LearnerConfig.from_saved(model.get("config", {}), pixels=codec.is_pixel_spec(spec),
+                                   device="cpu")  # any earlier layout
     sac = build_update(cfg, learner_spec(cfg, spec), "cpu")
     sac.load_state_dict(model["sac"])
     return sac.policy_weights(int(model.get("policy_version", 0)), averaged=True)

@@ -3,14 +3,17 @@
 `LearnerConfig` groups them by concern, and the Learner (learner/learner.py) hands each
 component only its own part:
 
-    algorithm  the SAC update's math: networks, losses, normalization, optimizers (learner/update/sac.py)
-    encoder    pixel envs: the conv encoder, augmentation, the pixel SAC's steps (learner/update/pixel_sac.py)
+    algorithm  the SAC update's math, state or pixel: networks, losses, normalization, optimizers
+               (learner/update/sac.py, learner/update/pixel_sac.py)
+    encoder    pixel envs: the conv encoder, its augmentation and target (learner/update/encoder.py)
     replay     the ring and its rate limiter (learner/replay/ring.py, learner/replay/table.py)
     compute    where and how the update runs: device, AMP, CUDA graph, compile (learner/graph/capture.py)
     server     the gRPC ingest and weights port (learner/rpc/, learner/ingest/)
     placement  what Ray reserves for the learner and how it restarts it (the job driver)
 
-Field names are unique across the sections (`LearnerConfig.flat` relies on it).
+Field names are unique across the sections (`LearnerConfig.flat` relies on it). A pixel job
+reads the same algorithm and replay keys as a state job; the state update's keys that the pixel
+update ignores are refused for it (IGNORED_BY_PIXELS).
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ class _Section(BaseModel):
 
 
 class AlgorithmConfig(_Section):
-    """The SAC update: networks, critic loss, normalization, returns, optimizers."""
+    """The SAC update: networks, critic loss, normalization, returns, optimizers. A pixel job
+    reads the same keys but the residual architectures, the c51 critic, the normalizations,
+    actor_ema and the weight decays, which it refuses (IGNORED_BY_PIXELS)."""
 
     hidden_sizes: tuple[int, ...] = (256, 256)
-    """Hidden layers of the actor and the critics when their arch is 'mlp'."""
+    """Hidden layers of the actor and the critics when their arch is 'mlp' (a pixel job's: behind
+    their trunks)."""
     actor_arch: Literal["mlp", "residual"] = "mlp"
     """'mlp': Linear+ReLU layers of hidden_sizes; 'residual': pre-LayerNorm residual blocks
     (x + fc2(relu(fc1(norm(x))))), a final LayerNorm, then the head (SimBa/BRO-style)."""
@@ -79,7 +85,7 @@ class AlgorithmConfig(_Section):
     gamma: float = Field(0.99, gt=0, le=1)
     """Discount per environment step."""
     tau: float = Field(0.005, gt=0, le=1)
-    """Polyak step of the target critics."""
+    """Polyak step of the target critics (a pixel job's: their trunk and heads)."""
     actor_ema: float = Field(0.0, ge=0, lt=1)
     """Polyak step of an averaged copy of the actor, one lerp per update inside the graph (0:
     none). With it, evaluations, checkpoint-best, the final evaluation and exports use the
@@ -87,7 +93,8 @@ class AlgorithmConfig(_Section):
     actor_lr: float = Field(3e-4, gt=0)
     """Adam step size of the actor."""
     critic_lr: float = Field(3e-4, gt=0)
-    """Adam step size of the twin critics."""
+    """Adam step size of the twin critics (a pixel job's: and of the encoder, which the critics'
+    loss trains)."""
     alpha_lr: float = Field(3e-4, gt=0)
     """Adam step size of the temperature."""
     actor_weight_decay: float = Field(0.0, ge=0, lt=1)
@@ -114,12 +121,13 @@ class AlgorithmConfig(_Section):
 
 
 class EncoderConfig(_Section):
-    """Pixel envs (EnvSpec.frame_stack > 0): the conv encoder, its augmentation and the pixel SAC's
-    step sizes (learner/update/encoder.py, learner/update/pixel_sac.py). Defaults: DrQ-v2's encoder (4 conv
-    3x3, 32 channels, the first of stride 2; trunk Linear -> LayerNorm -> tanh, 50 features;
-    random shifts of 4 pixels) and its batch of 256; DrQ's SAC settings (learning rate 1e-3,
-    initial temperature 0.1, target steps 0.01 for the critics and 0.05 for the encoder);
-    hidden layers of 1024 as both. Unused by state envs."""
+    """Pixel envs (EnvSpec.frame_stack > 0): the conv encoder, its augmentation, its target and
+    the privileged critic (learner/update/encoder.py, learner/update/pixel_sac.py). The pixel
+    update's step sizes, temperature, hidden layers and batch are learner.algorithm's and
+    learner.replay's own keys (the encoder learns with critic_lr, as in DrQ-v2). Defaults:
+    DrQ-v2's encoder (4 conv 3x3, 32 channels, the first of stride 2; trunk Linear -> LayerNorm
+    -> tanh, 50 features; random shifts of 4 pixels) and DrQ's encoder target step of 0.05.
+    Unused by state envs."""
 
     feature_dim: int = Field(50, ge=1)
     """Width of the trunk's output (Linear -> LayerNorm -> tanh) the actor and critics read."""
@@ -130,18 +138,8 @@ class EncoderConfig(_Section):
     augment_pad: int = Field(4, ge=0)
     """Random shift: pad by this many pixels (edge replicated), crop back at a random offset
     per sample, on the device; 0: no augmentation."""
-    pixel_hidden_sizes: tuple[int, ...] = (1024, 1024)
-    """Hidden layers of the actor's and the critics' MLPs behind their trunks."""
-    pixel_lr: float = Field(1e-3, gt=0)
-    """Adam step size of the encoder, critics, actor and temperature."""
-    pixel_batch_size: int = Field(256, ge=2)
-    """Transitions (stacked frame pairs) sampled per update."""
-    pixel_tau: float = Field(0.01, gt=0, le=1)
-    """Polyak step of the target critics' trunk and heads."""
     encoder_tau: float = Field(0.05, gt=0, le=1)
     """Polyak step of the target encoder."""
-    pixel_init_alpha: float = Field(0.1, gt=0)
-    """Temperature at the start."""
     target_encoder: bool = True
     """A Polyak target encoder (encoder_tau) under the target critics, as DrQ has it; false: the
     target critics read the online encoder's features of the next frames, as DrQ-v2 does (one
@@ -343,6 +341,36 @@ MOVED = {
 }
 """The flat layout's keys (before the sections) -> where each lives now."""
 
+MOVED_FROM_ENCODER = {
+    "pixel_lr": "algorithm.critic_lr",
+    "pixel_batch_size": "replay.batch_size",
+    "pixel_tau": "algorithm.tau",
+    "pixel_init_alpha": "algorithm.init_alpha",
+    "pixel_hidden_sizes": "algorithm.hidden_sizes",
+}
+"""The pixel update's own copies of algorithm and replay keys -> the key a pixel job reads now
+(pixel_lr: algorithm.critic_lr, actor_lr and alpha_lr, which it set all three of)."""
+
+PIXEL_LR_KEYS = ("critic_lr", "actor_lr", "alpha_lr")
+"""The step sizes encoder.pixel_lr stood for: a saved run's pixel_lr becomes each of them."""
+
+IGNORED_BY_PIXELS = {
+    **{f"algorithm.{k}": why for keys, why in (
+        (("actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width",
+          "critic_blocks", "expansion"), "its actor and critics are MLPs of hidden_sizes on the trunks"),
+        (("critic_loss", "num_atoms", "v_min", "v_max"), "its critics regress one value (mse)"),
+        (("obs_norm", "obs_clip", "reward_norm", "norm_horizon"),
+         "it normalizes neither frames nor rewards"),
+        (("actor_ema",), "it publishes its live actor, no averaged copy"),
+        (("actor_weight_decay", "critic_weight_decay"), "its Adams do not decay weights"),
+    ) for k in keys},
+    "compute.simultaneous": "its critic and actor steps run on one stream, in order",
+    "replay.dtype": "the frame replay stores uint8 frames",
+}
+"""Keys the state update reads and the pixel update ignores -> why (learner/update/sac.py
+against learner/update/pixel_sac.py); a pixel job setting one to other than its default is
+refused (`LearnerConfig.refuse_ignored_by_pixels`)."""
+
 REMOVED = ("compile_process", "compile_processes", "cuda_early", "compile_pieces")
 """Options measured to give nothing and removed (docs/tried.md lists what each gave)."""
 
@@ -353,7 +381,7 @@ class LearnerConfig(_Section):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     """The SAC update's math."""
     encoder: EncoderConfig = EncoderConfig()
-    """Pixel envs: the conv encoder and the pixel SAC's own settings."""
+    """Pixel envs: the conv encoder, its augmentation and its target."""
     replay: ReplayConfig = ReplayConfig()
     """The replay ring, the batch and the update-to-data ratio."""
     compute: ComputeConfig = ComputeConfig()
@@ -373,6 +401,17 @@ class LearnerConfig(_Section):
                 raise PydanticCustomError(
                     "removed", "learner.{key}: removed, it measured no gain (docs/tried.md)",
                     {"key": gone[0]})
+            enc = data.get("encoder")
+            moved = [k for k in (enc if isinstance(enc, dict) else ()) if k in MOVED_FROM_ENCODER]
+            if moved:
+                to = MOVED_FROM_ENCODER[moved[0]]
+                more = f" (and {len(moved) - 1} more)" if len(moved) > 1 else ""
+                also = (", actor_lr and alpha_lr: the encoder learns with the critics' step size"
+                        if moved[0] == "pixel_lr" else "")
+                raise PydanticCustomError(
+                    "moved", "learner.{key}: moved to learner.{to}{also}{more}",
+                    {"key": f"encoder.{moved[0]}", "to": to, "also": also, "more": more,
+                     "moved": {f"encoder.{k}": MOVED_FROM_ENCODER[k] for k in moved}})
             old = [k for k in data if k in MOVED]
             if old:
                 more = f" (and {len(old) - 1} more of the flat layout)" if len(old) > 1 else ""
@@ -394,10 +433,22 @@ class LearnerConfig(_Section):
             sections.setdefault(section, {})[name] = value
         return cls(**sections)
 
+    def refuse_ignored_by_pixels(self) -> None:
+        """ValueError, in one line, when a key the pixel update ignores (IGNORED_BY_PIXELS) is
+        set to other than its default: a pixel job would train without it."""
+        for key, why in IGNORED_BY_PIXELS.items():
+            section, name = key.split(".")
+            part = getattr(self, section)
+            if getattr(part, name) != type(part).model_fields[name].default:
+                raise ValueError(f"learner.{key}: a pixel job's update ignores it ({why}); "
+                                 f"leave it at its default")
+
     @classmethod
-    def from_saved(cls, saved: dict, **fields) -> LearnerConfig:
-        """The config a checkpoint stored (model_dump), of either layout, with `fields`
-        (flat names) set over it; keys no section knows any more are dropped."""
+    def from_saved(cls, saved: dict, pixels: bool = False, **fields) -> LearnerConfig:
+        """The config a checkpoint stored (model_dump), of any earlier layout, with `fields`
+        (flat names) set over it; keys no section knows any more are dropped. A pixel run's
+        (`pixels`) encoder.pixel_* keys become the algorithm and replay keys it reads now (a
+        state run's are dropped: its update never read them)."""
         sections: dict[str, dict] = {}
         for key, value in saved.items():
             if isinstance(value, dict) and key in cls.model_fields:
@@ -407,10 +458,17 @@ class LearnerConfig(_Section):
             elif key in MOVED:
                 section, name = MOVED[key].split(".")
                 sections.setdefault(section, {})[name] = value
+        encoder = saved.get("encoder")
+        if pixels and isinstance(encoder, dict):
+            for old, to in MOVED_FROM_ENCODER.items():
+                if old in encoder:
+                    section, name = to.split(".")
+                    names = PIXEL_LR_KEYS if old == "pixel_lr" else (name,)
+                    for n in names:
+                        sections.setdefault(section, {})[n] = encoder[old]
         for name, value in fields.items():
             sections.setdefault(SECTION_OF[name], {})[name] = value
         return cls(**sections)
-
 
 SECTION_OF = {name: section for section, field in LearnerConfig.model_fields.items()
               for name in field.annotation.model_fields}

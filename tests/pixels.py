@@ -1,4 +1,5 @@
-"""Conv policies for the pixel tests: PolicyWeights tensors in herd.proto's "conv" layout."""
+"""The pixel tests' shared parts: conv policies (PolicyWeights tensors in herd.proto's "conv"
+layout), a pixel job's run folder, and the step sizes the pixel configs train with."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import numpy as np
 import yaml
 
 from herd.proto import codec
+
+DRQ_STEPS = dict(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-3, tau=0.01, init_alpha=0.1)
+"""learner.algorithm's step sizes, target step and initial temperature of the pixel configs
+(configs/*pixels*.yaml, DrQ's): the pixel update's tests train with them."""
 
 
 def conv_weights(rng, in_ch, size, channels=(8, 8), strides=(2, 1), feature=16, hidden=32, act=2):

@@ -5,8 +5,9 @@
     actor:   encoder(obs).detach() -> actor trunk -> tanh-Gaussian          its own trunk
     target:  target encoder(next) -> target trunk -> target twin Q, soft Bellman (losses.py)
              (target_encoder false: the online encoder's next features, DrQ-v2's way)
-    steps:   one flat Adam for encoder + critic, one for actor + temperature (flat_adam.py);
-             Polyak: one lerp over the flat target, encoder_tau for the encoder, pixel_tau after
+    steps:   one flat Adam for encoder + critic (critic_lr), one for actor (actor_lr) +
+             temperature (alpha_lr) (flat_adam.py); Polyak: one lerp over the flat target,
+             encoder.encoder_tau for the encoder, algorithm.tau after
 
 With learner.encoder.privileged_critic the critics read the env's state instead (an asymmetric
 actor-critic: the state of each row's obs and next frame, from the frame replay):
@@ -16,7 +17,8 @@ actor-critic: the state of each row's obs and next frame, from the frame replay)
              and a linear head on the actor trunk's features -> the obs state (mean squared
              error), which trains them too
     target:  target twin Q(next state, next action from the next frames' features)
-    steps:   one flat Adam for the critics, one for encoder + actor + state head + temperature
+    steps:   one flat Adam for the critics, one for encoder + actor + state head (actor_lr) +
+             temperature (alpha_lr)
 
 The critics learn from the state as a state job's do. The actor's gradient alone (dQ/da through
 the policy) is one number per action dimension and sample, a thin signal for a conv encoder; the
@@ -51,15 +53,18 @@ from herd.proto import herd_pb2 as pb
 
 class PixelSAC:
     def __init__(self, cfg: AlgorithmConfig, enc: EncoderConfig, compute: ComputeConfig,
-                 frame_shape: tuple[int, int, int], frame_stack: int, action_dim: int,
-                 action_low, action_high, device, state_dim: int = 0):
-        """`state_dim`: the env's state length (EnvSpec.state_dim), which privileged critics read."""
+                 batch_size: int, frame_shape: tuple[int, int, int], frame_stack: int,
+                 action_dim: int, action_low, action_high, device, state_dim: int = 0):
+        """`cfg`: the algorithm keys it reads (hidden_sizes, the step sizes, tau, init_alpha,
+        target_entropy, log_std_*, seed; LearnerConfig.refuse_ignored_by_pixels refuses the
+        others); `batch_size`: rows per update (learner.replay.batch_size); `state_dim`: the
+        env's state length (EnvSpec.state_dim), which privileged critics read."""
         self.cfg, self.enc, self.compute = cfg, enc, compute
         self.privileged, self.state_dim = enc.privileged_critic, state_dim
         if self.privileged and not state_dim:
             raise ValueError("learner.encoder.privileged_critic: the env reports no state beside "
                              "its frames (EnvSpec.state_dim is 0)")
-        self.batch_size = enc.pixel_batch_size
+        self.batch_size = batch_size
         self.device = device = torch.device(device)
         self.frame_shape, self.frame_stack = tuple(frame_shape), frame_stack
         self.action_low = np.asarray(action_low, np.float32)
@@ -72,7 +77,7 @@ class PixelSAC:
             torch.backends.cudnn.benchmark = True
         torch.manual_seed(cfg.seed)
         c, h, w = self.frame_shape
-        f, hidden = enc.feature_dim, enc.pixel_hidden_sizes
+        f, hidden = enc.feature_dim, cfg.hidden_sizes
         self.encoder = Encoder(c * frame_stack, (h, w), enc.channels, enc.layers).to(device)
         self.critic_trunk = None if self.privileged else Trunk(self.encoder.repr_dim, f).to(device)
         self.critic = Critic(state_dim if self.privileged else f, action_dim, hidden, 2, 1).to(device)
@@ -87,7 +92,7 @@ class PixelSAC:
         self.target_trunk = (None if self.privileged
                              else copy.deepcopy(self.critic_trunk).requires_grad_(False))
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(enc.pixel_init_alpha)), device=device,
+        self.log_alpha = torch.tensor(float(np.log(cfg.init_alpha)), device=device,
                                       requires_grad=True)
         self.target_entropy = float(
             cfg.target_entropy if cfg.target_entropy is not None else -action_dim)
@@ -95,12 +100,12 @@ class PixelSAC:
         self._actor_params = module_params(
             *((self.encoder,) if self.privileged else ()), self.actor_trunk, self.actor,
             *((self.state_head,) if self.privileged else ()))
-        self.critic_opt = FlatAdam([(self._critic_params, enc.pixel_lr)])
-        self.actor_opt = FlatAdam([(self._actor_params, enc.pixel_lr), ([self.log_alpha], enc.pixel_lr)])
+        self.critic_opt = FlatAdam([(self._critic_params, cfg.critic_lr)])
+        self.actor_opt = FlatAdam([(self._actor_params, cfg.actor_lr), ([self.log_alpha], cfg.alpha_lr)])
         targets = [m for m in (self.target_encoder, self.target_trunk, self.target) if m is not None]
         self._target_flat = flatten_(module_params(*targets))
         n_enc = 0 if self.privileged else sum(p.numel() for p in self.encoder.parameters())
-        tau = torch.full_like(self._target_flat, enc.pixel_tau)
+        tau = torch.full_like(self._target_flat, cfg.tau)
         if self.target_encoder is not None:
             tau[:n_enc] = enc.encoder_tau
             n_enc = 0
@@ -116,7 +121,7 @@ class PixelSAC:
         """A pixel SAC of this class, config and shapes with fresh weights (the graph's
         background compile, learner/graph/capture.py); the caller's RNG state is kept."""
         return fresh_twin(self.device, lambda: type(self)(
-            self.cfg, self.enc, self.compute, self.frame_shape, self.frame_stack,
+            self.cfg, self.enc, self.compute, self.batch_size, self.frame_shape, self.frame_stack,
             self.actor.action_dim, self.action_low, self.action_high, self.device, self.state_dim))
 
     def autocast(self):

@@ -47,17 +47,17 @@ class TeacherPixelSAC(PixelSAC):
     MODULES = (*PixelSAC.MODULES, "teacher")
     PIECES = (*PixelSAC.PIECES, "_teacher_step", "_student_loss")
 
-    def __init__(self, cfg, enc, compute, frame_shape, frame_stack, action_dim, action_low,
-                 action_high, device, state_dim: int = 0):
-        super().__init__(cfg, enc, compute, frame_shape, frame_stack, action_dim, action_low,
-                         action_high, device, state_dim)
-        self.teacher = Actor(state_dim, action_dim, enc.pixel_hidden_sizes, action_low,
+    def __init__(self, cfg, enc, compute, batch_size, frame_shape, frame_stack, action_dim,
+                 action_low, action_high, device, state_dim: int = 0):
+        super().__init__(cfg, enc, compute, batch_size, frame_shape, frame_stack, action_dim,
+                         action_low, action_high, device, state_dim)
+        self.teacher = Actor(state_dim, action_dim, cfg.hidden_sizes, action_low,
                              action_high, (cfg.log_std_min, cfg.log_std_max)).to(self.device)
         # the student's own step: encoder, trunk, actor, state head (the temperature is the
         # teacher's); the teacher's step: the teacher and the temperature
-        self.actor_opt = FlatAdam([(self._actor_params, enc.pixel_lr)])
-        self.teacher_opt = FlatAdam([(module_params(self.teacher), enc.pixel_lr),
-                                     ([self.log_alpha], enc.pixel_lr)])
+        self.actor_opt = FlatAdam([(self._actor_params, cfg.actor_lr)])
+        self.teacher_opt = FlatAdam([(module_params(self.teacher), cfg.actor_lr),
+                                     ([self.log_alpha], cfg.alpha_lr)])
         self.modules = tuple(m for m in self.MODULES if getattr(self, m, None) is not None)
 
     def compile(self, mode: str | None = "default") -> None:

@@ -12,6 +12,7 @@ from herd.actors.envs import describe, make_env
 from herd.learner.config import LearnerConfig
 from herd.learner.learner import Learner
 from herd.proto import codec
+from tests.pixels import DRQ_STEPS
 
 ENV = EnvConfig(id="InvertedPendulum-v5", pixels={"size": 24, "frame_stack": 3})
 
@@ -21,8 +22,8 @@ def test_pixel_actor_feeds_the_frame_replay_and_acts_with_the_conv_policy():
     spec = codec.spec_to_proto(ENV.id, d["obs_shape"], d["obs_dtype"], d["action_shape"],
                                d["action_low"], d["action_high"], frame_stack=d["frame_stack"])
     cfg = LearnerConfig.flat(capacity=20_000, min_size=64, ratio=None, device="cpu", feature_dim=16,
-                             channels=8, layers=2, pixel_hidden_sizes=(32, 32), pixel_batch_size=16,
-                             publish_every_s=0.2, n_step=3)
+                             channels=8, layers=2, hidden_sizes=(32, 32), batch_size=16,
+                             publish_every_s=0.2, n_step=3, **DRQ_STEPS)
     learner = Learner(cfg, spec)
     actor = None
     try:

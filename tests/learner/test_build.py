@@ -21,6 +21,7 @@ from herd.learner.update.pixel_sac import PixelSAC
 from herd.learner.update.pixel_teacher import TeacherPixelSAC
 from herd.learner.update.sac import SAC
 from herd.proto import codec
+from tests.pixels import DRQ_STEPS
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ PIXELS = codec.spec_to_proto("toy", (3, 16, 16), "uint8", (2,), [-1, -1], [1, 1]
 
 def pixel_cfg(**kw) -> LearnerConfig:
     return LearnerConfig.flat(device="cpu", capacity=1_000, feature_dim=8, channels=4,
-                              pixel_hidden_sizes=(16,), pixel_batch_size=6, **kw)
+                              hidden_sizes=(16,), batch_size=6, **DRQ_STEPS, **kw)
 
 
 def test_every_caller_gets_the_pixel_update_for_a_pixel_config() -> None:

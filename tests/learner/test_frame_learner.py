@@ -19,6 +19,7 @@ from herd.learner.learner import Learner
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
+from tests.pixels import DRQ_STEPS
 
 FRAME = (3, 24, 24)
 STACK = 3
@@ -79,8 +80,8 @@ class PixelActor:
 
 def small_cfg(**extra) -> LearnerConfig:
     return LearnerConfig.flat(capacity=1_000, min_size=32, ratio=None, device="cpu",
-                              feature_dim=16, channels=8, pixel_hidden_sizes=(32, 32),
-                              pixel_batch_size=8, publish_every_s=0.2, **extra)
+                              feature_dim=16, channels=8, hidden_sizes=(32, 32),
+                              batch_size=8, publish_every_s=0.2, **DRQ_STEPS, **extra)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.replay.test_frame_replay import SHAPE, STACK, Actor, Reference
 from tests.learner.rpc.test_bad_input import Stream, rows
 from tests.learner.test_frame_learner import PixelActor, assert_refused_alone, pixel_spec, settled, small_cfg
+from tests.pixels import DRQ_STEPS
 
 DIM = 5
 IA, FP = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
@@ -174,9 +175,11 @@ def test_a_state_field_in_a_state_job_is_rejected(make_learner):
     ch.close()
 
 
-def test_a_privileged_checkpoint_gives_back_the_frames_policy_it_published(tmp_path):
+@pytest.mark.parametrize("layout", ["now", "encoder.pixel_*"])
+def test_a_privileged_checkpoint_gives_back_the_frames_policy_it_published(tmp_path, layout):
     """weights_from_checkpoint (herd evaluate, herd export of a checkpoint) on a real pixel env
-    whose state the critics read: the policy it rebuilds is the published one, frames in."""
+    whose state the critics read: the policy it rebuilds is the published one, frames in; a run
+    saved when the pixel update read encoder.pixel_* (its hidden layers among them) too."""
     from herd.actors.config import EnvConfig
     from herd.actors.envs import describe, make_env
     from herd.checkpoint import weights_from_checkpoint
@@ -189,11 +192,16 @@ def test_a_privileged_checkpoint_gives_back_the_frames_policy_it_published(tmp_p
     env.close()
     assert d["state_dim"] == 4
     cfg = LearnerConfig.flat(device="cpu", feature_dim=8, channels=4, layers=2,
-                             pixel_hidden_sizes=(16,), privileged_critic=True)
-    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, d["obs_shape"], 3, 1, d["action_low"],
-                   d["action_high"], "cpu", d["state_dim"])
+                             hidden_sizes=(16,), privileged_critic=True, **DRQ_STEPS)
+    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, cfg.replay.batch_size, d["obs_shape"], 3,
+                   1, d["action_low"], d["action_high"], "cpu", d["state_dim"])
+    saved = cfg.model_dump()
+    if layout != "now":  # the algorithm section held the state update's defaults
+        saved["algorithm"] = LearnerConfig().algorithm.model_dump()
+        saved["encoder"].update(pixel_hidden_sizes=[16], pixel_lr=1e-3, pixel_batch_size=256,
+                                pixel_tau=0.01, pixel_init_alpha=0.1)
     (tmp_path / "ck").mkdir()
-    torch.save({"sac": sac.state_dict(), "config": cfg.model_dump(), "policy_version": 3},
+    torch.save({"sac": sac.state_dict(), "config": saved, "policy_version": 3},
                tmp_path / "ck" / "model.pt")
     got = weights_from_checkpoint(tmp_path / "ck", env_cfg)
     want = sac.policy_weights(3)

@@ -65,3 +65,72 @@ def test_a_saved_config_of_either_layout_reads_back() -> None:
     old = LearnerConfig.from_saved(flat, device="cpu")
     assert (old.replay.batch_size, old.replay.capacity, old.algorithm.hidden_sizes, old.compute.amp,
             old.compute.device) == (32, 5_000, (16, 16), "bf16", "cpu")
+
+
+OLD_PIXEL_KEYS = {"pixel_lr": 1e-3, "pixel_batch_size": 64, "pixel_tau": 0.01,
+                  "pixel_init_alpha": 0.01, "pixel_hidden_sizes": [128, 128]}
+"""A saved pixel run's encoder section before a pixel job read learner.algorithm's keys."""
+
+
+def test_a_pixel_key_of_the_encoder_is_refused_naming_where_it_lives_now() -> None:
+    with pytest.raises(ValidationError) as e:
+        LearnerConfig(encoder={"pixel_lr": 1e-3, "channels": 16})
+    (err,) = e.value.errors()
+    assert err["type"] == "moved"
+    assert err["msg"] == ("learner.encoder.pixel_lr: moved to learner.algorithm.critic_lr, actor_lr "
+                          "and alpha_lr: the encoder learns with the critics' step size")
+    with pytest.raises(ValidationError, match=r"learner.encoder.pixel_batch_size: moved to "
+                                              r"learner.replay.batch_size \(and 1 more\)"):
+        LearnerConfig(encoder={"pixel_batch_size": 64, "pixel_tau": 0.01})
+
+
+def test_a_job_config_with_a_moved_pixel_key_is_refused_in_one_line(tmp_path) -> None:
+    from herd.config import ConfigError, load_config
+
+    path = tmp_path / "old.yaml"
+    path.write_text("env: {id: InvertedPendulum-v5, pixels: {size: 32}}\n"
+                    "learner: {encoder: {pixel_init_alpha: 0.01}}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == f"{path}: learner.encoder.pixel_init_alpha: moved to learner.algorithm.init_alpha"
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path / "old.yaml", sets=["learner.encoder.pixel_tau=0.02"])
+    assert "\n" not in str(e.value) and "--set learner.encoder.pixel_tau=0.02" in str(e.value)
+
+
+def test_a_pixel_job_refuses_a_key_its_update_ignores_in_one_line() -> None:
+    """Every state-update key that the pixel update never reads, set: refused, naming why."""
+    from herd.learner.config import IGNORED_BY_PIXELS
+
+    LearnerConfig().refuse_ignored_by_pixels()  # the defaults pass
+    LearnerConfig.flat(hidden_sizes=(64,), actor_lr=1e-3, tau=0.01, init_alpha=0.1,
+                       batch_size=64).refuse_ignored_by_pixels()  # what it reads passes
+    with pytest.raises(ValueError) as e:
+        LearnerConfig.flat(critic_loss="c51").refuse_ignored_by_pixels()
+    assert str(e.value) == ("learner.algorithm.critic_loss: a pixel job's update ignores it (its "
+                            "critics regress one value (mse)); leave it at its default")
+    changed = {"actor_arch": "residual", "actor_width": 64, "actor_blocks": 2, "critic_arch": "residual",
+               "critic_width": 64, "critic_blocks": 3, "expansion": 4, "critic_loss": "c51",
+               "num_atoms": 51, "v_min": -10.0, "v_max": 10.0, "obs_norm": True, "obs_clip": 5.0,
+               "reward_norm": True, "norm_horizon": 1000, "actor_ema": 0.01,
+               "actor_weight_decay": 0.1, "critic_weight_decay": 0.1, "simultaneous": False,
+               "dtype": "bfloat16"}
+    assert {f"{SECTION_OF[k]}.{k}" for k in changed} == set(IGNORED_BY_PIXELS)
+    for key, value in changed.items():
+        with pytest.raises(ValueError, match=rf"^learner.{SECTION_OF[key]}.{key}: a pixel job's "
+                                             r"update ignores it \([^\n]+\); leave it at its default$"):
+            LearnerConfig.flat(**{key: value}).refuse_ignored_by_pixels()
+
+
+def test_a_saved_pixel_run_with_the_encoders_old_keys_is_migrated() -> None:
+    """A pixel run's encoder.pixel_* become the algorithm and replay keys it reads now; a state
+    run's (its dump held the encoder's defaults) are dropped."""
+    saved = LearnerConfig.flat(n_step=3, channels=16).model_dump()
+    saved["encoder"].update(OLD_PIXEL_KEYS)
+    pixel = LearnerConfig.from_saved(saved, pixels=True, device="cpu")
+    a = pixel.algorithm
+    assert ((a.actor_lr, a.critic_lr, a.alpha_lr, a.tau, a.init_alpha, a.hidden_sizes,
+             pixel.replay.batch_size, a.n_step, pixel.encoder.channels, pixel.compute.device) ==
+            (1e-3, 1e-3, 1e-3, 0.01, 0.01, (128, 128), 64, 3, 16, "cpu"))
+    state = LearnerConfig.from_saved(saved)
+    assert state == LearnerConfig.flat(n_step=3, channels=16)

@@ -19,6 +19,7 @@ from herd.learner.config import LearnerConfig
 from herd.learner.graph.capture import GraphedUpdate, make_update
 from herd.learner.replay.frames import FrameReplay
 from herd.learner.update.pixel_sac import PixelSAC
+from tests.pixels import DRQ_STEPS
 
 ACT = 2
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -39,11 +40,11 @@ def episode_batch(n: int, size: int, first: int = 0, seed: int = 0, reward: floa
 
 def make(device: str, size: int = 16, batch: int = 8, amp: str = "off", rows: int = 200,
          **enc) -> tuple[PixelSAC, FrameReplay]:
-    cfg = LearnerConfig.flat(device=device, amp=amp, pixel_batch_size=batch, seed=3,
-                             **{"feature_dim": 8, "channels": 4, "pixel_hidden_sizes": (16, 16), **enc})
+    cfg = LearnerConfig.flat(device=device, amp=amp, batch_size=batch, seed=3, **DRQ_STEPS,
+                             **{"feature_dim": 8, "channels": 4, "hidden_sizes": (16, 16), **enc})
     dev = torch.device(device)
     state_dim = 5 if cfg.encoder.privileged_critic else 0
-    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, size, size), 3, ACT, [-1.0] * ACT,
+    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, batch, (3, size, size), 3, ACT, [-1.0] * ACT,
                    [1.0] * ACT, dev, state_dim)
     replay = FrameReplay(1000, (3, size, size), 3, ACT, dev, window=64, state_dim=state_dim)
     if rows:
@@ -123,7 +124,7 @@ def test_a_graph_captured_on_an_empty_ring_samples_later_rows_cuda() -> None:
 @cuda
 def test_bf16_84px_batch_256_runs_in_the_graph_cuda() -> None:
     sac, replay = make("cuda", size=84, batch=256, amp="bf16", rows=2000, feature_dim=50,
-                       channels=32, pixel_hidden_sizes=(1024, 1024))
+                       channels=32, hidden_sizes=(1024, 1024))
     step = make_update(sac, replay)
     step.prepare()
     assert step.graph is not None

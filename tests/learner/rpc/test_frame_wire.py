@@ -24,6 +24,7 @@ from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 from herd.proto import herd_pb2_grpc as pb_grpc
 from tests.learner.test_frame_learner import ACTION, FRAME, assert_refused_alone, pixel_spec, settled
+from tests.pixels import DRQ_STEPS
 
 FCAP = 48
 IA = grpc.StatusCode.INVALID_ARGUMENT.value[0]
@@ -39,8 +40,8 @@ def pixels(actor: int, number: int, tag: int = 0) -> np.ndarray:
 def frame_learner(**extra) -> Learner:
     """A pixel learner whose frame ring holds FCAP frames; no updates (min_size = capacity)."""
     cfg = LearnerConfig.flat(capacity=1_000, min_size=1_000, ratio=None, device="cpu",
-                             feature_dim=16, channels=8, pixel_hidden_sizes=(32, 32),
-                             pixel_batch_size=8, publish_every_s=0.2, **extra)
+                             feature_dim=16, channels=8, hidden_sizes=(32, 32),
+                             batch_size=8, publish_every_s=0.2, **DRQ_STEPS, **extra)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(frame_replay, "default_frame_capacity", lambda *a, **k: FCAP)
         return Learner(cfg, pixel_spec())

@@ -12,6 +12,18 @@ from torch.nn import functional as F
 from herd.learner.config import LearnerConfig
 from herd.learner.update.encoder import Encoder, random_shift
 from herd.learner.update.pixel_sac import PixelSAC
+from tests.pixels import DRQ_STEPS
+
+
+def small_cfg(**kw) -> LearnerConfig:
+    """A small pixel update's config at the pixel configs' step sizes."""
+    return LearnerConfig.flat(feature_dim=8, channels=4, hidden_sizes=(16,), batch_size=6, **DRQ_STEPS, **kw)
+
+
+def small_sac(cfg: LearnerConfig, state_dim: int = 0) -> PixelSAC:
+    """PixelSAC of `cfg` on 3 stacked 16x16 RGB frames, 2 actions, on the CPU."""
+    return PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, cfg.replay.batch_size, (3, 16, 16), 3, 2,
+                    [-1, -1], [1, 1], "cpu", state_dim)
 
 
 def test_random_shift_is_a_replicate_pad_and_a_random_crop():
@@ -39,8 +51,8 @@ def test_encoder_shapes():
 
 
 def test_one_update_trains_the_encoder_through_the_critic():
-    cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6)
-    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    cfg = small_cfg()
+    sac = small_sac(cfg)
     g = torch.Generator().manual_seed(0)
     batch = {"pixels": torch.randint(0, 256, (6, 2, 9, 16, 16), dtype=torch.uint8, generator=g),
              "action": torch.rand(6, 2, generator=g) * 2 - 1, "reward": torch.randn(6, generator=g),
@@ -57,16 +69,15 @@ def test_one_update_trains_the_encoder_through_the_critic():
     trunk = sac.critic_trunk.linear.weight.detach()
     torch.testing.assert_close(sac.target_trunk.linear.weight, trunk_t0 + 0.01 * (trunk - trunk_t0))
     state = sac.state_dict()
-    other = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    other = small_sac(cfg)
     other.load_state_dict(state)
     np.testing.assert_array_equal(other.policy_weights(1).tensors[0].data,
                                   sac.policy_weights(1).tensors[0].data)
 
 
 def test_without_a_target_encoder_the_targets_read_the_online_features():
-    cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
-                             target_encoder=False)
-    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    cfg = small_cfg(target_encoder=False)
+    sac = small_sac(cfg)
     assert sac.target_encoder is None and "target_encoder" not in sac.state_dict()
     g = torch.Generator().manual_seed(1)
     batch = {"pixels": torch.randint(0, 256, (6, 2, 9, 16, 16), dtype=torch.uint8, generator=g),
@@ -76,9 +87,8 @@ def test_without_a_target_encoder_the_targets_read_the_online_features():
     assert torch.isfinite(sac.update_on(batch)).all()
     head = sac.critic.head.weight.detach()
     torch.testing.assert_close(sac.target.head.weight, head_t0 + 0.01 * (head - head_t0))
-    with_target = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,))
-    other = PixelSAC(with_target.algorithm, with_target.encoder, with_target.compute, (3, 16, 16), 3,
-                     2, [-1, -1], [1, 1], "cpu")
+    with_target = small_cfg()
+    other = small_sac(with_target)
     with pytest.raises(ValueError, match="target_encoder"):
         other.load_state_dict(sac.state_dict())
 
@@ -86,10 +96,8 @@ def test_without_a_target_encoder_the_targets_read_the_online_features():
 def test_privileged_critics_read_the_state_and_the_actor_trains_the_encoder():
     """The critics read the state; the actor's loss and a head reading the state back from the
     actor trunk's features train the encoder; the published policy is the symmetric one's."""
-    cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
-                             privileged_critic=True)
-    sac = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu",
-                   state_dim=5)
+    cfg = small_cfg(privileged_critic=True)
+    sac = small_sac(cfg, state_dim=5)
     assert sac.critic_trunk is None and sac.target_encoder is None and sac.target_trunk is None
     assert sac.critic.obs_dim == 5
     g = torch.Generator().manual_seed(2)
@@ -118,19 +126,18 @@ def test_privileged_critics_read_the_state_and_the_actor_trains_the_encoder():
     torch.testing.assert_close(sac._critic_out(batch["obs_state"].clone(), batch["action"]), q)
     assert not torch.equal(sac._critic_out(batch["next_state"], batch["action"]), q)
     # the published policy reads frames alone, named and shaped as a symmetric learner's
-    plain = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,))
-    sym = PixelSAC(plain.algorithm, plain.encoder, plain.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+    plain = small_cfg()
+    sym = small_sac(plain)
     assert {k: v.shape for k, v in sac.wire_tensors().items()} == \
         {k: v.shape for k, v in sym.wire_tensors().items()}
-    other = PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu",
-                     state_dim=5)
+    other = small_sac(cfg, state_dim=5)
     other.load_state_dict(sac.state_dict())
     np.testing.assert_array_equal(other.policy_weights(1).tensors[0].data,
                                   sac.policy_weights(1).tensors[0].data)
     with pytest.raises(ValueError, match="privileged_critic"):
         sym.load_state_dict(sac.state_dict())
     with pytest.raises(ValueError, match="no state"):
-        PixelSAC(cfg.algorithm, cfg.encoder, cfg.compute, (3, 16, 16), 3, 2, [-1, -1], [1, 1], "cpu")
+        small_sac(cfg)
 
 
 def test_padded_first_conv_is_the_same_convolution():

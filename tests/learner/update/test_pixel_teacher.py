@@ -17,13 +17,14 @@ from herd.learner.replay.frames import FrameReplay
 from herd.learner.update.pixel_sac import PixelSAC
 from herd.learner.update.pixel_teacher import STATE_KEYS, TeacherPixelSAC, gaussian_kl
 from herd.proto import codec
+from tests.pixels import DRQ_STEPS
 
 SHAPE, DIM, ACT = (3, 16, 16), 5, 2
 
 
 def teacher_cfg(**kw):
-    return LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
-                              privileged_critic=True, privileged_teacher=True, **kw)
+    return LearnerConfig.flat(feature_dim=8, channels=4, hidden_sizes=(16,), batch_size=6,
+                              privileged_critic=True, privileged_teacher=True, **DRQ_STEPS, **kw)
 
 
 def make(cfg) -> PixelSAC:
@@ -134,8 +135,8 @@ def test_checkpoints_are_refused_by_the_other_kind_and_weights_are_the_frame_act
     other.load_state_dict(sac.state_dict())
     np.testing.assert_array_equal(other.policy_weights(1).tensors[0].data,
                                   sac.policy_weights(1).tensors[0].data)
-    plain_cfg = LearnerConfig.flat(feature_dim=8, channels=4, pixel_hidden_sizes=(16,), pixel_batch_size=6,
-                                   privileged_critic=True)
+    plain_cfg = LearnerConfig.flat(feature_dim=8, channels=4, hidden_sizes=(16,), batch_size=6,
+                                   privileged_critic=True, **DRQ_STEPS)
     plain = make(plain_cfg)
     assert type(plain) is PixelSAC
     assert {k: v.shape for k, v in sac.wire_tensors().items()} == \
