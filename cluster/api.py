@@ -6,20 +6,20 @@
     summary = job.wait()                      # or job.follow(): the live view `--follow` shows
     policy = herd.load_policy(job.run_dir)    # .act(obs, deterministic=True)
 
-`submit` is `herd submit` (the same checks, the same job); errors are herd.ConfigError (a
-config or an override to fix) and herd.HerdError (the cluster, a path, a flag).
+`submit` is `herd submit` (both call herd.submission.submit: the same checks, the same job);
+errors are herd.ConfigError (a config or an override to fix) and herd.HerdError (the cluster, a
+path, an argument).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from herd import local
-from herd.cli import TERMINAL, NotRunning, UserError
+from herd import jobs, local
+from herd.jobs import TERMINAL, NotRunning, UserError
 
 
 class HerdError(RuntimeError):
@@ -44,14 +44,12 @@ class Job:
         job, its final one (state, summary: "ended" is True); HerdError while the job starts.
         Over the controller's endpoint when this machine holds its record (no Ray driver:
         cluster/control.py), else through Ray, as the CLI."""
-        from herd import cli
-
         try:
             return self._call(lambda ep: ep.status(), lambda ctl: ctl.status.remote(), timeout=30,
                               not_running=True)
         except NotRunning as e:
             try:
-                final = cli.ended_status(argparse.Namespace(address=self._address, job=self.id), self.id)
+                final = jobs.ended_status(self.id, self._address)
             except UserError as gone:
                 raise HerdError(str(gone)) from None
             if final is None:
@@ -62,16 +60,8 @@ class Job:
         """A controller call as the CLI makes it: `on_endpoint(endpoint)`, else (no endpoint on
         record, or it did not answer) `ray.get(on_ray(actor))`. HerdError when it cannot be
         made (NotRunning itself with `not_running`)."""
-        from herd import cli
-
-        args = argparse.Namespace(address=self._address, job=self.id)
         try:
-            out = cli.on_endpoint(args, on_endpoint)
-            if out is not None:
-                return out
-            import ray
-
-            return ray.get(on_ray(cli.controller(args, self.id)), timeout=timeout)
+            return jobs.call_controller(self.id, on_endpoint, on_ray, self._address, timeout)
         except NotRunning as e:
             if not_running:
                 raise
@@ -125,21 +115,19 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
     clone's configs/ and examples/). What `herd submit` warns of comes as a UserWarning."""
     import warnings
 
-    from herd.cli import submit_job
+    from herd import submission
 
     local.align_auth_mode()  # as the CLI: the token and address of the cluster `herd up` started
     local.align_loopback()
-    args = argparse.Namespace(
-        config=str(config), set=list(sets), seed=seed, name=name, address=address,
-        runs_dir=str(runs_dir), working_dir=None if working_dir is None else str(working_dir),
-        py_modules=[str(m) for m in py_modules], resume=None if resume is None else str(resume),
-        actor_resources=None if actor_resources is None else json.dumps(actor_resources))
     try:
-        client, job_id, run_dir, _ = submit_job(
-            args, warn=lambda line: warnings.warn(line.removeprefix("warning: "), stacklevel=4))
+        job = submission.submit(
+            config, sets=sets, seed=seed, name=name, address=address, runs_dir=runs_dir,
+            working_dir=working_dir, py_modules=py_modules, resume=resume,
+            actor_resources=actor_resources,
+            warn=lambda line: warnings.warn(line.removeprefix("warning: "), stacklevel=4))
     except (UserError, local.NotAuthorized, ConnectionError) as e:
         raise HerdError(str(e).strip().splitlines()[0]) from None
-    return Job(job_id, run_dir, client, address)
+    return Job(job.job_id, job.run_dir, job.client, address)
 
 
 def down(grace_s: float | None = None, force: bool = False) -> list[dict]:

@@ -1,142 +1,19 @@
-"""`herd`: the command line of a Herd cluster (also `python -m herd`)."""
+"""`herd`: the command line of a Herd cluster (also `python -m herd`). Each command parses its
+flags and calls the job functions (herd.jobs, herd.submission) that the Python API calls."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import secrets
 import signal
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
-from herd import local
-from herd.ray_errors import failure_line
-from herd.runs import run_dir_of
+from herd import jobs, local
+from herd.jobs import NotRunning, UserError, dashboard_url, no_cluster
 from herd.teardown import DEFAULT_GRACE_S
-
-TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
-
-
-def dashboard_url(args) -> str:
-    """--address, else $HERD_DASHBOARD_URL, else the dashboard `herd up` started (on its own
-    --dashboard-port too), else the default."""
-    from herd.dashboard import url_of
-
-    return url_of(args.address)
-
-
-class UserError(Exception):
-    """A mistake, or a state of the cluster or job the user must know: one line, exit 2."""
-
-
-def no_cluster(url: str) -> UserError:
-    """What every command that needs a cluster says when there is none."""
-    return UserError(f"no Herd cluster running (no Ray dashboard answers at {url}): start one with "
-                     "`herd up`, or point --address / HERD_DASHBOARD_URL at yours")
-
-
-class NotRunning(Exception):
-    """The job exists but has no controller (starting, or ended): one line, exit 3."""
-
-
-def job_client(args, rest: bool = False):
-    """Ray's JobSubmissionClient for the cluster; with `rest`, herd.jobs_rest's stand-in for the
-    calls a submit and a followed job make, without importing Ray."""
-    url = dashboard_url(args)
-    if not local.dashboard_up(url):
-        raise no_cluster(url)
-    if rest:
-        from herd.jobs_rest import RestJobClient
-
-        return RestJobClient(url)
-    from ray.job_submission import JobSubmissionClient
-
-    return JobSubmissionClient(url)
-
-
-def job_info(args, job_id: str):
-    """Ray's record of the job; UserError when the cluster has no such job."""
-    client = job_client(args)
-    try:
-        return client, client.get_job_info(job_id)
-    except RuntimeError as e:
-        if "does not exist" in str(e) or "404" in str(e):
-            raise UserError(f"no job {job_id} on the cluster at {dashboard_url(args)} "
-                            "(`herd list` names its jobs)") from None
-        raise
-
-
-def job_rest(args, job_id: str) -> dict | None:
-    """Ray's record of the job from the dashboard's REST API (no Ray driver: fast); None when
-    the dashboard does not answer. UserError when the cluster has no such job."""
-    from herd.jobs_rest import JobNotFound, RestJobClient
-
-    url = dashboard_url(args)
-    if not local.dashboard_up(url):
-        return None
-    try:
-        return RestJobClient(url, timeout=10.0).get_job_info(job_id)
-    except JobNotFound:
-        raise UserError(f"no job {job_id} on the cluster at {url} "
-                        "(`herd list` names its jobs)") from None
-
-
-def job_logs(args, job_id: str) -> str:
-    from herd.jobs_rest import RestJobClient
-
-    return RestJobClient(dashboard_url(args), timeout=10.0).get_job_logs(job_id)
-
-
-def not_running(args, job_id: str, info: dict) -> NotRunning:
-    """Why a job has no controller, from its REST record (starting, failed, ended)."""
-    state = info["status"]
-    if state == "PENDING":
-        return NotRunning(f"{job_id} is starting: Ray is setting up its driver (runtime env)")
-    if state == "RUNNING":
-        herd_lines = [ln for ln in job_logs(args, job_id).splitlines() if ln.startswith("[herd]")]
-        phase = herd_lines[-1][7:] if herd_lines else "the driver is starting the learner and actors"
-        return NotRunning(f"{job_id} is starting ({phase}); its controller answers once the "
-                          "learner is up")
-    if state == "FAILED":
-        return NotRunning(f"{job_id} failed: {failure_line(job_logs(args, job_id)) or info.get('message')}")
-    return NotRunning(f"{job_id} has ended ({state}); its results are in the runs directory "
-                      f"(runs/{job_id}/summary.json)")
-
-
-def endpoint(job_id: str):
-    """The job's controller over its loopback endpoint (cluster/control.py) when this machine
-    holds its record; None otherwise (a remote cluster, another HERD_HOME, the job not up)."""
-    from herd.control import find
-
-    return find(job_id)
-
-
-def controller(args, job_id: str):
-    """The job's controller as a Ray actor (the slow path: a Ray driver per call; the CLI tries
-    endpoint() first); NotRunning says why there is none (starting, failed, ended)."""
-    # a job that is not running (or does not exist) is told apart without a Ray driver
-    info = job_rest(args, job_id)
-    if info is not None and info["status"] != "RUNNING":
-        raise not_running(args, job_id, info)
-    if info is None and not os.environ.get("RAY_ADDRESS"):
-        # no dashboard and no address: Ray's "auto" would find no cluster (or another user's)
-        raise no_cluster(dashboard_url(args))
-    import ray
-
-    from herd.control import NAMESPACE, controller_name
-
-    local.join()
-    try:
-        return ray.get_actor(controller_name(job_id), namespace=NAMESPACE)
-    except ValueError:
-        pass
-    info = job_rest(args, job_id)
-    if info is None:
-        job_client(args)  # the dashboard went away: says so in one line
-    raise not_running(args, job_id, info or {"status": "RUNNING"})
 
 
 # ---- commands ----
@@ -192,277 +69,36 @@ def cmd_submit(args) -> int:
     from herd.actors.envs import EnvError
     from herd.config import ConfigError
     from herd.evaluation import CheckpointRefused
+    from herd.submission import stop_rule, submit
 
     try:
-        client, job_id, run_dir, resume = submit_job(args, warn=lambda line: print(f"herd: {line}",
-                                                                                 file=sys.stderr))
+        job = submit(args.config, sets=args.set, seed=args.seed, name=args.name, address=args.address,
+                     runs_dir=args.runs_dir, working_dir=args.working_dir, py_modules=args.py_modules,
+                     resume=args.resume, actor_resources=actor_resources(args.actor_resources),
+                     warn=lambda line: print(f"herd: {line}", file=sys.stderr))
     except (ConfigError, EnvError, FileNotFoundError, CheckpointRefused) as e:
         print(f"herd: {first_line_with_hint(e) if isinstance(e, EnvError) else e}", file=sys.stderr)
         return 2
-    print(f"submitted {job_id}" + (f" (resuming {resume})" if resume else ""))
-    print(f"dashboard: {dashboard_url(args)}/#/jobs/{job_id}")
-    print(f"results:   {run_dir}")
-    print(f"ends:      {stop_rule(load_config_of(args))}")
+    print(f"submitted {job.job_id}" + (f" (resuming {job.resume})" if job.resume else ""))
+    print(f"dashboard: {dashboard_url(args.address)}/#/jobs/{job.job_id}")
+    print(f"results:   {job.run_dir}")
+    print(f"ends:      {stop_rule(job.cfg)}")
     if args.follow:
-        return follow(client, job_id, run_dir)
+        return follow(job.client, job.job_id, job.run_dir)
     return 0
 
 
-def submit_job(args, warn=None):
-    """`herd submit` and herd.submit: validate, then hand the job to Ray. Returns (client,
-    job id, run directory, the resumed checkpoint with why that one); raises ConfigError /
-    EnvError / UserError.
-    `warn(line)` is told what the user should read before the job runs."""
-    submitted = time.time()  # the job's start-up timeline counts from here (summary.json)
-    from herd import usercode
-    from herd.config import ConfigError, check_env
-    from herd.tracking import submit_info
-
-    runtime_env = user_code(args)
-    args.config = str(find_config(args.config))
-    cfg = load_config_of(args)
-    with importable(runtime_env):  # the user's env module, as the cluster will import it
-        spec = check_env(cfg)
-    warning = target_from_elsewhere(cfg, args.config, args.set or ())
-    if warning and warn is not None:  # of an env that exists
-        warn(warning)
-    from herd.startup import SENT_ENV, SPEC_ENV, spec_to_env
-
-    env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
-                "HERD_SUBMIT_UNIX": repr(submitted),
-                SPEC_ENV: spec_to_env(cfg.env.id, spec),  # the driver makes no env of its own
-                "HERD_SUBMIT_INFO": json.dumps(submit_info(args.config, runtime_env))}
-    job_vars = {}  # every process of the job's: the controller reads these
-    if args.actor_resources:
-        from herd.controller import ACTOR_RESOURCES_ENV
-
-        try:
-            res = json.loads(args.actor_resources)
-            assert isinstance(res, dict) and all(isinstance(v, (int, float)) for v in res.values())
-        except (ValueError, AssertionError):
-            raise UserError(f"--actor-resources must be a JSON object of numbers, e.g. "
-                            f"'{{\"herd_worker\": 1}}', got {args.actor_resources!r}") from None
-        job_vars[ACTOR_RESOURCES_ENV] = json.dumps(res)
-    resume, resume_why = check_resume(args.resume, cfg) if args.resume else (None, None)
-    # code to upload (a local --working-dir / --py-modules) needs Ray's own client
-    client = job_client(args, rest=not any(runtime_env.get(k) for k in ("working_dir", "py_modules")))
-    if cfg.learner.compute.device == "cuda" and not cluster_has_gpu():
-        raise ConfigError("learner.compute.device is 'cuda' but the cluster has no GPU; use device: auto "
-                          "(falls back to the CPU) or add a GPU node")
-    # the suffix keeps two jobs of one name submitted in the same second apart
-    job_id = f"herd-{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-    runs_dir = Path(args.runs_dir).resolve()
-    # The driver runs on the cluster's head. On this machine it can read a private file we
-    # write and use this venv's python; elsewhere, neither.
-    here = local.is_this_machine(urllib.parse.urlsplit(dashboard_url(args)).hostname or "")
-    token = cfg.learner.server.token
-    if token:
-        # the dashboard shows a job's env vars: hand the token over privately instead
-        dumped = cfg.model_dump(mode="json")
-        dumped["learner"]["server"]["token"] = None
-        env_vars["HERD_CONFIG_JSON"] = json.dumps(dumped)
-        if here:
-            env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, token)
-        else:
-            env_vars[TOKEN_KV_ENV] = put_token_in_cluster(job_id, token)
-    python = sys.executable if here else "python"
-    entry = f"{python} -m herd.driver --job-id {job_id} --runs-dir {runs_dir}"
-    if resume:
-        entry += f" --resume {resume}"
-    env_vars[SENT_ENV] = repr(time.time())
-    if here:
-        # in a private file the driver reads once: env_vars in the job's runtime_env would make
-        # Ray set up a runtime env for every worker it starts (the job's supervisor, the
-        # learner, the controller, each actor), ~0.5 s more each (bench/startup.py)
-        entry += f" --env-file {write_driver_env(job_id, env_vars)}"
-    else:
-        job_vars = {**env_vars, **job_vars}
-    # Herd itself is installed on every node (the same version: `pip install herd`, the
-    # compose image); only the user's own code travels, by --working-dir / --py-modules
-    job_env = {**runtime_env, **({"env_vars": job_vars} if job_vars else {})}
-    quiet_uploads()
-    submit_with_retry(client, entrypoint=entry, submission_id=job_id, runtime_env=job_env or None)
-    usercode.record(runs_dir / job_id, runtime_env)  # herd evaluate / export import it from there
-    return client, job_id, runs_dir / job_id, resume and (
-        f"{resume}" + ("" if resume_why == "named" else f": {resume_why}"))
-
-
-def find_config(path: str | Path) -> Path:
-    """A config path as given, else (relative, and not found from here) the same path in
-    Herd's source tree (a clone's configs/ and examples/); ConfigError names both places."""
-    from herd.config import ConfigError
-
-    given = Path(path).expanduser()
-    if given.is_file() or given.is_absolute():
-        return given
-    import herd
-
-    source = Path(herd.__file__).resolve().parent.parent  # cluster/.. in a clone
-    if (source / "pyproject.toml").is_file() and (source / given).is_file():
-        return source / given
-    tried = [str(Path.cwd() / given)] + ([str(source / given)] if (source / "pyproject.toml").is_file() else [])
-    raise ConfigError(f"{path}: no such config file (looked for {' and '.join(tried)})")
-
-
-def load_config_of(args):
-    from herd.config import load_config
-
-    return load_config(args.config, args.set or (), seed=args.seed, name=args.name)
-
-
-def stop_rule(cfg) -> str:
-    """What ends the job, in one line: the target (when it stops there) and the budgets."""
-    run = cfg.run
-    budgets = f"run.max_seconds {run.max_seconds:g} s or run.max_env_steps {run.max_env_steps:,}"
-    if run.target_return is None:
-        return f"at {budgets} (no run.target_return)"
-    if run.stop_at_target:
-        return f"at eval return ≥ {run.target_return:g} (run.target_return), else at {budgets}"
-    return (f"at {budgets}; eval returns are reported against {run.target_return:g} "
-            "(run.target_return; run.stop_at_target is off)")
-
-
-def target_from_elsewhere(cfg, config: str, sets) -> str | None:
-    """A warning when run.target_return comes from a config file written for another env
-    than the job's (`--set env.id=...`): a target is a fact of one env."""
-    import yaml
-
-    if cfg.run.target_return is None or any(s.partition("=")[0].strip() == "run.target_return" for s in sets):
+def actor_resources(text: str | None) -> dict | None:
+    """--actor-resources' JSON object of numbers."""
+    if text is None:
         return None
     try:
-        file_env = ((yaml.safe_load(Path(config).read_text()) or {}).get("env") or {}).get("id")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
-    if file_env is None or file_env == cfg.env.id:
-        return None
-    verb = "stops" if cfg.run.stop_at_target else "reports"
-    return (f"warning: run.target_return {cfg.run.target_return:g} comes from {config}, written for "
-            f"{file_env}; this job trains {cfg.env.id} and {verb} at that return: set "
-            "--set run.target_return=R for it (or =null for none)")
-
-
-def quiet_uploads() -> None:
-    """Ray's client logs each package it uploads (--working-dir) at INFO on stdout."""
-    import logging
-
-    for name in ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def user_code(args) -> dict:
-    """Ray's runtime_env for the user's own code (--working-dir, --py-modules): local paths are
-    checked here and sent absolute; URIs (s3://, gs://, https://...) go to Ray as they are."""
-    out: dict = {}
-
-    def local_path(flag: str, value: str, want_dir: bool) -> str:
-        if "://" in value:
-            return value
-        path = Path(value).expanduser()
-        if not path.exists() or (want_dir and not path.is_dir()):
-            raise UserError(f"{flag} {value}: no such {'directory' if want_dir else 'file or directory'}")
-        return str(path.resolve())
-
-    if getattr(args, "working_dir", None):
-        out["working_dir"] = local_path("--working-dir", args.working_dir, True)
-    if getattr(args, "py_modules", None):
-        out["py_modules"] = [local_path("--py-modules", m, False) for m in args.py_modules]
-    return out
-
-
-class importable:
-    """sys.path as Ray lays it out for the job's processes (working_dir, each py_module's
-    parent), for the duration of the local env check."""
-
-    def __init__(self, runtime_env: dict):
-        from herd.usercode import search_paths
-
-        self.paths = search_paths(runtime_env)
-
-    def __enter__(self):
-        sys.path[:0] = self.paths
-
-    def __exit__(self, *exc):
-        for p in self.paths:
-            sys.path.remove(p)
-
-
-def check_resume(path: str, cfg) -> tuple[Path, str]:
-    """The checkpoint directory `--resume PATH` continues from (the newest of runs/<job>'s
-    checkpoint/ and checkpoint-best/, or the one named) and why that one, checked against the
-    new config: the networks and the env must match what was saved."""
-    from herd.checkpoint import newest_checkpoint
-    from herd.config import ConfigError
-    from herd.evaluation import load_checkpoint
-
-    ckpt, why = newest_checkpoint(path)
-    ckpt = ckpt.resolve()
-    load_checkpoint(ckpt)  # refused here, in one line, rather than in the learner's start-up
-    old_file = ckpt.parent / "config.yaml"
-    if old_file.is_file():
-        import yaml
-
-        from herd.learner.config import LearnerConfig
-
-        old = yaml.safe_load(old_file.read_text()) or {}  # either learner layout
-        old_learner = LearnerConfig.from_saved(old.get("learner") or {})
-        for what, a, b in (("env.id", (old.get("env") or {}).get("id"), cfg.env.id),
-                           ("learner.algorithm.hidden_sizes", old_learner.algorithm.hidden_sizes,
-                            cfg.learner.algorithm.hidden_sizes)):
-            if a != b:
-                raise ConfigError(f"--resume {path}: the checkpoint was trained with {what}={a!r}, "
-                                  f"this config has {b!r}")
-    if cfg.run.save_replay and not (ckpt / "replay.pt").exists():
-        print(f"herd: note: {ckpt} holds no replay.pt (checkpoint-best/ never does; "
-              "save_replay: false); the buffer starts empty", file=sys.stderr)
-    return ckpt, why
-
-
-TOKEN_FILE_ENV = "HERD_TOKEN_FILE"
-
-
-TOKEN_KV_ENV = "HERD_TOKEN_KV"
-
-
-def put_token_in_cluster(job_id: str, token: str) -> str:
-    """The token in Ray's internal key-value store (behind the cluster's own auth, not shown by
-    the dashboard), under a key the job's driver reads once and deletes (remote clusters)."""
-    from ray.experimental import internal_kv
-
-    local.join()
-    key = f"herd/token/{job_id}"
-    internal_kv._internal_kv_put(key, token.encode(), overwrite=True)
-    return key
-
-
-def write_token_file(job_id: str, token: str) -> str:
-    """A 0600 file the job's driver reads once and deletes (a cluster on this machine)."""
-    return str(local.write_private(local.herd_home() / "secrets" / job_id, token))
-
-
-def write_driver_env(job_id: str, env: dict) -> str:
-    """The driver's environment variables in a 0600 file it reads once and deletes (a cluster
-    on this machine): herd.driver --env-file."""
-    return str(local.write_private(local.herd_home() / "secrets" / f"{job_id}.env.json", json.dumps(env)))
-
-
-def cluster_has_gpu() -> bool:
-    import ray
-
-    local.join()
-    return ray.cluster_resources().get("GPU", 0) >= 1
-
-
-def submit_with_retry(client, wait_s: float = 90.0, **kwargs) -> None:
-    """A fresh head's job agent registers a few seconds after the dashboard answers: wait."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            client.submit_job(**kwargs)
-            return
-        except RuntimeError as e:
-            if "No available agent" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(2)
+        res = json.loads(text)
+        assert isinstance(res, dict) and all(isinstance(v, (int, float)) for v in res.values())
+    except (ValueError, AssertionError):
+        raise UserError(f"--actor-resources must be a JSON object of numbers, e.g. "
+                        f"'{{\"herd_worker\": 1}}', got {text!r}") from None
+    return res
 
 
 def follow(client, job_id: str, run_dir: Path) -> int:
@@ -473,46 +109,13 @@ def follow(client, job_id: str, run_dir: Path) -> int:
     return follow_job(client, job_id, run_dir)
 
 
-def status_fetch(args):
-    """A call returning the job's status, or None once its controller is gone: over the
-    controller's endpoint when this machine has its record and it answers, else through Ray."""
-    from herd.control import Unreachable
-
-    ep = endpoint(args.job)
-    if ep is not None:
-        try:
-            first = [ep.status()]
-        except Unreachable:  # a record the ended job left, or a controller that moved: ask Ray
-            first = None
-        if first is not None:
-            def fetch():
-                if first:
-                    return first.pop()
-                try:
-                    return ep.status()
-                except (Unreachable, RuntimeError):  # the job ended and took its controller along
-                    return None
-            return fetch
-    import ray
-
-    ctl = controller(args, args.job)
-
-    def fetch():
-        try:
-            return ray.get(ctl.status.remote(), timeout=30)
-        except Exception:  # noqa: BLE001 -- the job ended and took its controller with it
-            return None
-
-    return fetch
-
-
 def cmd_status(args) -> int:
     from herd.live import print_ended, print_status, watch_status
 
     try:
-        fetch = status_fetch(args)
+        fetch = jobs.status_fetch(args.job, args.address)
     except NotRunning:
-        final = ended_status(args, args.job)
+        final = jobs.ended_status(args.job, args.address)
         if final is None or final["state"] == "FAILED":  # starting; or failed: why, in one line (exit 3)
             raise
         if args.json:
@@ -536,60 +139,8 @@ def cmd_status(args) -> int:
         time.sleep(args.watch)
 
 
-def ended_status(args, job_id: str) -> dict | None:
-    """An ended job's final status: Ray's state, a failed job's reason, and its summary.json where
-    this machine can read it (None while the job has not ended)."""
-    info = job_rest(args, job_id)
-    if info is None or info["status"] not in TERMINAL:
-        return None
-    run_dir = run_dir_of(info)
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text()) if run_dir else None
-    except (OSError, ValueError):
-        summary = None
-    out = {"job_id": job_id, "state": info["status"], "ended": True,
-           "run_dir": str(run_dir) if run_dir else None, "summary": summary}
-    if info["status"] == "FAILED":
-        out["error"] = failure_line(job_logs(args, job_id)) or info.get("message")
-    return out
-
-
-def on_endpoint(args, call):
-    """`call(endpoint)`'s result, or None when there is no endpoint for the job or it does not
-    answer (the caller goes through Ray); a failure in the controller is a UserError."""
-    from herd.control import Unreachable
-
-    ep = endpoint(args.job)
-    if ep is None:
-        return None
-    try:
-        return call(ep)
-    except Unreachable:
-        return None
-    except RuntimeError as e:
-        raise UserError(f"{args.job}: the controller failed: {e}") from None
-
-
 def cmd_scale(args) -> int:
-    if args.actors < 0:
-        raise UserError(f"--actors must be 1 or more, got {args.actors} (0 only for a job whose "
-                        "config sets run.start_without_actors: true)")
-    if args.actors == 0 and not zero_actors_allowed(job_rest(args, args.job)):
-        raise UserError(f"--actors 0 would leave {args.job} idle (nothing steps, nothing trains): use 1 "
-                        f"or more, or `herd stop {args.job}` (a job whose config sets "
-                        "run.start_without_actors: true may scale to 0)")
-    out = on_endpoint(args, lambda ep: ep.scale(args.actors))
-    if out is None:
-        import ray
-        from ray.exceptions import RayActorError
-
-        try:
-            out = ray.get(controller(args, args.job).scale.remote(args.actors))
-        except RayActorError:
-            raise UserError(f"{args.job}: its controller died during the scale; the job winds "
-                            "down and writes its summary and final checkpoint") from None
-    if out.get("refused"):
-        raise UserError(f"{args.job}: {out['refused']}")
+    out = jobs.scale(args.job, args.actors, address=args.address)
     line = f"{args.job}: {out['actors']} actors" + scaled_down(out)
     if out.get("waiting"):
         line += "; " + waiting_words(len(out["waiting"]), out["cpus_per_actor"], out["cpus_free"])
@@ -617,36 +168,12 @@ def scaled_down(out: dict) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def zero_actors_allowed(info: dict | None) -> bool:
-    """Whether the job's config (runs/<job>/config.yaml, found through its driver's --runs-dir)
-    sets run.start_without_actors; False where that cannot be read."""
-    import yaml
-
-    run_dir = run_dir_of(info)
-    if run_dir is None:
-        return False
-    try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return False
-    return bool((cfg.get("run") or {}).get("start_without_actors"))
-
-
 def cmd_stop(args) -> int:
-    if on_endpoint(args, lambda ep: ep.stop()):
+    why = jobs.stop(args.job, address=args.address)
+    if why is None:
         print(f"{args.job}: stop requested; the driver saves a final checkpoint and exits")
-        return 0
-    import ray
-
-    try:
-        ray.get(controller(args, args.job).request_stop.remote())
-        print(f"{args.job}: stop requested; the driver saves a final checkpoint and exits")
-    except NotRunning as e:
-        client, info = job_info(args, args.job)
-        if str(info.status).split(".")[-1] not in ("PENDING", "RUNNING"):
-            raise
-        client.stop_job(args.job)  # nothing has trained yet: no checkpoint to write
-        print(f"{args.job}: stopped before its controller was up ({e})")
+    else:  # nothing has trained yet: no checkpoint to write
+        print(f"{args.job}: stopped before its controller was up ({why})")
     return 0
 
 
@@ -656,7 +183,7 @@ ANSI = r"\x1b\[[0-9;?]*[ -/]*[@-~]"  # colour and cursor codes (Ray's worker pre
 def cmd_logs(args) -> int:
     import re
 
-    client, _ = job_info(args, args.job)
+    client, _ = jobs.job_info(args.job, args.address)
     plain = (lambda text: re.sub(ANSI, "", text)) if not sys.stdout.isatty() else (lambda text: text)
     if not args.follow:
         print(plain(client.get_job_logs(args.job)), end="")
@@ -806,15 +333,12 @@ def cmd_precompile(args) -> int:
 
 
 def cmd_list(args) -> int:
-    url = dashboard_url(args)  # the REST API JobSubmissionClient.list_jobs reads, without Ray's import
-    if not local.dashboard_up(url):
-        job_client(args)  # says why, in one line
-    jobs = [j for j in json.loads(local.get(f"{url}/api/jobs/"))
-            if (j.get("submission_id") or "").startswith("herd-")]
-    for job in jobs:
+    listed = jobs.list_jobs(args.address)
+    for job in listed:
         print(f"{job['submission_id']}  {job['status']}")
-    if not jobs:
-        print(f"no Herd jobs on the cluster at {url} yet (`herd submit CONFIG` starts one)")
+    if not listed:
+        print(f"no Herd jobs on the cluster at {dashboard_url(args.address)} yet "
+              "(`herd submit CONFIG` starts one)")
     return 0
 
 
@@ -834,8 +358,8 @@ def cmd_tune(args) -> int:
     from herd import tune
     from herd.config import ConfigError
 
-    if not os.environ.get("RAY_ADDRESS") and not local.dashboard_up(dashboard_url(args)):
-        raise no_cluster(dashboard_url(args))  # Ray's "auto" would take any cluster it finds
+    if not os.environ.get("RAY_ADDRESS") and not local.dashboard_up(dashboard_url(args.address)):
+        raise no_cluster(dashboard_url(args.address))  # Ray's "auto" would take any cluster it finds
     try:
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
         records = tune.run(args.config, args.grid, seeds, args.seconds, args.concurrent, args.name,

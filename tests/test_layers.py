@@ -222,3 +222,22 @@ def test_the_graph_sees_what_the_checks_must_catch(tmp_path: Path) -> None:
         f"learner/replay/ has {PACKAGE_MODULES + 1} modules (at most {PACKAGE_MODULES})",
         f"learner/replay/m0.py: {MAX_LINES + 1} lines (at most {MAX_LINES})"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module a file imports, functions' imports included (`from herd import cli` as
+    herd.cli too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_python_api_is_no_cli_in_disguise() -> None:
+    """cluster/api.py calls the job functions (herd.jobs, herd.submission) with keyword
+    arguments: no argparse, nothing of the CLI's, so a renamed flag cannot break herd.submit."""
+    names = imported_names(ROOT / "cluster" / "api.py")
+    assert not {n for n in names if n == "argparse" or n == "herd.cli" or n.startswith("herd.cli.")}

@@ -38,7 +38,7 @@ def test_a_script_beside_a_folder_named_herd_imports_herd(tmp_path):
 
 def test_relative_config_paths_resolve_from_here_then_the_source_tree(tmp_path, monkeypatch):
     import herd
-    from herd.cli import find_config
+    from herd.submission import find_config
 
     monkeypatch.chdir(tmp_path)
     assert find_config("configs/demo.yaml") == DEMO
@@ -52,8 +52,8 @@ def test_relative_config_paths_resolve_from_here_then_the_source_tree(tmp_path, 
 
 
 def test_the_target_in_force_is_said_and_one_from_another_env_is_warned_of(tmp_path):
-    from herd.cli import stop_rule, target_from_elsewhere
     from herd.config import load_config, parse_config
+    from herd.submission import stop_rule, target_from_elsewhere
 
     fresh = parse_config({"env": {"id": "Hopper-v5"}}).run
     assert fresh.target_return is None and not fresh.stop_at_target  # no target unless one is set
@@ -175,7 +175,7 @@ def test_status_on_the_cpu_and_past_the_cpus():
 
 
 def test_scale_to_zero_is_refused_unless_the_job_allows_it(tmp_path):
-    from herd.cli import zero_actors_allowed
+    from herd.jobs import zero_actors_allowed
 
     job = "herd-x-20261204-000000-0000"
     info = {"entrypoint": f"/usr/bin/python3 -m herd.driver --job-id {job} --runs-dir {tmp_path} "

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from herd.cli import submit_with_retry
 from herd.jobs_rest import JobNotFound, RestJobClient
+from herd.submission import submit_with_retry
 
 
 @pytest.fixture

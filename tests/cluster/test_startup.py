@@ -163,8 +163,8 @@ def test_the_driver_takes_its_env_from_herd_submits_file(tmp_path, monkeypatch) 
     import subprocess
     import sys
 
-    from herd.cli import write_driver_env
     from herd.job_setup import env_from_file
+    from herd.submission import write_driver_env
 
     monkeypatch.setenv("HERD_HOME", str(tmp_path / "herd"))
     monkeypatch.setenv("HERD_SUBMIT_UNIX", "1.0")  # replaced by the file's, restored after

@@ -188,9 +188,9 @@ def test_a_configured_token_travels_in_a_private_file_not_in_env_vars(tmp_path, 
     import json
     import stat
 
-    from herd.cli import write_token_file
     from herd.config import parse_config
     from herd.job_setup import token_from_file
+    from herd.submission import write_token_file
 
     monkeypatch.setenv("HOME", str(tmp_path))
     path = write_token_file("herd-x-1", TOKEN)
