@@ -38,6 +38,18 @@ USER_RAY_TOKEN = Path.home() / ".ray" / "auth_token"
 _USER_TOKEN_BEFORE = USER_RAY_TOKEN.exists()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` skip where torch sees no GPU (`pytest -m cuda` selects them all)."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason="needs CUDA"))
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_SUITE_HOME, ignore_errors=True)
     if USER_RAY_TOKEN.exists() and not _USER_TOKEN_BEFORE:

@@ -23,7 +23,7 @@ from herd.learner.update.sac import SAC
 from herd.proto import codec
 from tests.pixels import DRQ_STEPS
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 ROOT = Path(__file__).resolve().parents[2]
 UPDATES = {"SAC", "PixelSAC", "TeacherPixelSAC"}
 STATE = codec.spec_to_proto("toy", (5,), "float32", (2,), [-1, -1], [1, 1])

@@ -1,7 +1,7 @@
 """The pixel update in the graph machinery (learner/graph/capture.py) on the frame replay.
 
 CPU: the warm-up + rollback that precedes a capture leaves no trace, and the wrapper's loop of
-k updates equals single calls, with critics on frames or on the env's state. CUDA (skipif none):
+k updates equals single calls, with critics on frames or on the env's state. CUDA (marked `cuda`):
 the captured graph equals eager updates (fp32, TF32 off, deterministic cuDNN), a graph captured
 on an empty ring samples rows inserted after it, and bf16 at 84x84 / batch 256 runs finite (its
 updates/s printed).
@@ -22,7 +22,7 @@ from herd.learner.update.pixel_sac import PixelSAC
 from tests.pixels import DRQ_STEPS
 
 ACT = 2
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 
 
 def episode_batch(n: int, size: int, first: int = 0, seed: int = 0, reward: float | None = None) -> dict:

@@ -1,6 +1,6 @@
 """Graph vs eager: same seed, same ring -> same losses and parameters.
 
-GPU (skipif no CUDA): TF32 off; a captured graph runs the very kernels eager runs, with the
+GPU (marked `cuda`): TF32 off; a captured graph runs the very kernels eager runs, with the
 same Philox offsets, so fp32 must agree to rtol 1e-5 / atol 1e-6 (bf16: 1e-3 / 1e-4) after 6
 updates, also with 2 updates per replay (passed on the H200, torch 2.11). The compiled graph
 is meant to draw its noise through aten (inductor fallback_random) and is held to rtol 1e-3 /
@@ -21,7 +21,7 @@ from herd.learner.update.sac import SAC
 from tests.learner.rows import random_rows
 
 OBS, ACT = 11, 4
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 
 
 FAMILY = dict(actor_arch="residual", critic_arch="residual", actor_width=64, critic_width=64,

@@ -6,7 +6,7 @@ so Adam's step count counts every update made; the first FakeGraph stands for th
 graph, the second for the compiled one. The background work (warm_twin) is held on an
 Event or made to fail. The real warm_twin runs on the CPU too: it leaves the live SAC and the
 ring as they were.
-GPU (skipif no CUDA): the uncompiled graph, then the graph prepared in the background and
+GPU (marked `cuda`): the uncompiled graph, then the graph prepared in the background and
 swapped in, give the losses and parameters of a learner that ran the same updates eagerly and
 then captured synchronously (same seeds), with and without torch.compile.
 """
@@ -32,7 +32,7 @@ from herd.learner.update.sac import SAC
 from tests.learner.rows import random_rows
 
 OBS, ACT = 11, 4
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 
 
 def make(device: str = "cpu", **cfg) -> tuple[SAC, ReplayBuffer]:

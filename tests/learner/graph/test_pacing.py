@@ -12,7 +12,7 @@ from herd.learner.graph.capture import GraphedUpdate
 from herd.learner.replay.ring import ReplayBuffer
 from herd.learner.update.sac import SAC
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 
 
 def _rate(in_flight: int, seconds: float = 1.5) -> tuple[float, float]:

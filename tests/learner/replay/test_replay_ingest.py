@@ -88,7 +88,7 @@ def test_ingest_no_lost_or_torn_rows_cpu() -> None:
     run_schedule(torch.device("cpu"), steps=40)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_ingest_stream_no_lost_or_torn_rows_gpu() -> None:
     run_schedule(torch.device("cuda"))
 
@@ -101,7 +101,7 @@ def test_ring_writer_splits_batches_larger_than_a_slot() -> None:
     assert buf.obs[:260, 0].tolist() == list(range(260))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_page_locked_blocks_go_straight_to_the_device_and_are_free_on_return() -> None:
     """The ingest process's registered slots: no host copy, and reusable once write returns."""
     buf = ReplayBuffer(CAP, (OBS,), ACT, torch.device("cuda"))

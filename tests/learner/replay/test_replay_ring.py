@@ -99,7 +99,7 @@ def test_memory_metrics_cpu_is_zero_and_nbytes_counts_the_ring() -> None:
     assert memory_metrics(torch.device("cpu"))["mem_allocated"] == 0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_gpu_ring_and_memory_metrics(tmp_path) -> None:
     dev = torch.device("cuda")
     buf = ReplayBuffer(4096, (OBS,), ACT, dev)

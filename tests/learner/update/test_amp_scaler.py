@@ -11,7 +11,7 @@ from herd.learner.graph.capture import GraphedUpdate
 from herd.learner.replay.ring import ReplayBuffer
 from herd.learner.update.sac import SAC, GraphScaler, resolve_amp
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 
 
 def test_amp_is_off_on_cpu() -> None:
