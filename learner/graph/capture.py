@@ -15,12 +15,9 @@ When the capture happens:
   config and shapes, fresh weights) and runs its warm-up against the live ring, read only, on
   a side stream, which fills inductor's and triton's caches (this process's and the disk's).
   The first call after that finished compiles the live SAC from those caches and captures as
-  `capture()` does; the compiled graph replaces the uncompiled one from then on.
-  Why: on the H200 a cold Humanoid job's learner listened at 32.6 s after submit but made its
-  first update at 75 s, all of it compile and capture (42 s cold, ~4 s with a warm inductor
-  cache) before the loop's first insert. Why the uncompiled graph and not eager calls: eager
-  calls of the family's update ran at ~90 updates/s beside the compile (launch- and GIL-bound;
-  bench/results/startup-bg-nvidia-h200.json); a graph replay is one launch.
+  `capture()` does; the compiled graph replaces the uncompiled one from then on. The job
+  trains from its first rows instead of waiting for the compile, and on a graph replay (one
+  launch) rather than eager calls (docs/tried.md#graph-in-the-background has the measurements).
   If the preparation or the swap's capture fails, one line is logged and calls go on with
   the uncompiled graph, or eagerly (never the learner's death: slower, not wrong).
 """

@@ -1,20 +1,19 @@
-"""Ingest in a process of its own: its Python never takes the training process's GIL.
+"""Ingest in processes of their own: their Python never takes the training process's GIL.
 
-InProcessIngest (learner/ingest/in_process.py) shares one GIL with the training thread: at full
-rate the ingest loop holds it most of the time and every update waits for it, once per GIL hand-over
-(bench/ingest.py measured the synchronous server's 128 threads taking updates from 2,972/s to
-6/s). Here the same servicer, server and packing run in a child process; the training process
-only copies packed rows out of shared memory:
+The servicer, the gRPC server and the row packing of InProcessIngest
+(learner/ingest/in_process.py) run in a child process; the training process only copies packed
+rows out of shared memory:
 
     child:   gRPC ─► validate, dedup ─► pack into a free shared slot ─data pipe: (slot, rows)─►
     parent:  take() ─► views of the slots ─► ring (RingWriter) ─► next take() frees them ─► child
 
 Control (weights to serve, the learner's status for GetStatus, counts, stop) goes over a second
-pipe. Where one process's core is the limit (bench/fanin.py's ingest_cores), several run side
-by side, each actor sent to its own at handshake (IngestProcess). The child ends when that pipe does, which the kernel closes when the learner's process
-dies however it dies: a killed learner leaves no process holding its port. (Not
-PR_SET_PDEATHSIG: it fires when the *thread* that started the child ends, and a threaded Ray
-actor may construct the learner on a pool thread.)
+pipe. Several children may run side by side, each on a port of its own, each actor sent to its
+own at handshake (IngestProcess; learner.server.ingest_processes). A child ends when its control
+pipe does, which the kernel closes when the learner's process dies however it dies: a killed
+learner leaves no process holding its port. It does not use PR_SET_PDEATHSIG, which fires when
+the *thread* that started the child ends (a threaded Ray actor may construct the learner on a
+pool thread). Why ingest leaves the training process: docs/tried.md#ingest-in-a-process.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Versioned policy weights, handed to every WatchWeights stream as versions advance.
 
 Each version is serialized once, whatever the number of streams, and a middle hop (an ingest
-process, a node's relay) publishes the bytes it got (`publish_wire`) without parsing them;
-`subscribe` lets the ingest event loop wake its streams instead of a thread per stream waiting
-on the condition.
+process, a node's relay) publishes the bytes it got (`publish_wire`) without parsing them.
+The gRPC event loop that serves the streams (learner/rpc/handlers.py, WeightStreams) reads
+`newer_wire` and is woken through `subscribe`, not by a thread per stream waiting on the
+condition.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class WeightPublisher:
         return self._version, self._wire, self._latest
 
     def newer_wire(self, have_version: int) -> tuple[int, bytes] | None:
-        """(version, serialized PolicyWeights) if newer than `have_version`, without waiting."""
+        """(version, serialized PolicyWeights) if newer than `have_version`, without waiting:
+        what WeightStreams.WatchWeights sends, the same bytes to every stream."""
         with self._cond:
             newer = self._newer(have_version)
         return newer[:2] if newer else None
@@ -73,8 +75,7 @@ class WeightPublisher:
         return weights if weights is not None else pb.PolicyWeights.FromString(wire)
 
     def wait_newer_wire(self, have_version: int, timeout: float) -> tuple[int, bytes] | None:
-        """(version, serialized PolicyWeights) as wait_newer, serialized once per version for
-        every stream (learner/rpc/handlers.py's WatchWeights sends these bytes as they are)."""
+        """(version, serialized PolicyWeights) as wait_newer, without parsing them."""
         newer = self._wait(have_version, timeout)
         return newer[:2] if newer else None
 

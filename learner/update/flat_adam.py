@@ -1,10 +1,8 @@
 """Adam over one flat buffer: parameters are re-homed as views of a single contiguous tensor.
 
-Why not torch's fused Adam: its multi-tensor kernel cuts the work into 64k-element chunks,
-one thread block each, so a 0.3M-parameter critic runs on ~5 of the H200's 132 SMs and took
-35 us per step on the H200 (the largest single cost of a batch-256 update). Over one flat
-buffer the same math is plain elementwise work spread over the whole GPU (one kernel when
-compiled), and the Polyak update becomes a single `lerp_` over the flat target.
+Over one flat buffer Adam's math is plain elementwise work spread over the whole GPU (one
+kernel when compiled), and the Polyak update becomes a single `lerp_` over the flat target
+(against torch's fused Adam: docs/tried.md#one-flat-adam).
 Everything stays on the device (the step count too), so it is CUDA-graph safe.
 """
 
