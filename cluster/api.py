@@ -45,16 +45,9 @@ class Job:
         Over the controller's endpoint when this machine holds its record (no Ray driver:
         cluster/control.py), else through Ray, as the CLI."""
         try:
-            return self._call(lambda ep: ep.status(), lambda ctl: ctl.status.remote(), timeout=30,
-                              not_running=True)
-        except NotRunning as e:
-            try:
-                final = jobs.ended_status(self.id, self._address)
-            except UserError as gone:
-                raise HerdError(str(gone)) from None
-            if final is None:
-                raise HerdError(str(e)) from None
-            return final
+            return jobs.status(self.id, self._address)
+        except (NotRunning, UserError) as e:
+            raise HerdError(str(e)) from None
 
     def _call(self, on_endpoint, on_ray, timeout: float | None = None, not_running: bool = False):
         """A controller call as the CLI makes it: `on_endpoint(endpoint)`, else (no endpoint on

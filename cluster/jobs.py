@@ -219,17 +219,15 @@ def ended_status(job_id: str, address: str | None = None) -> dict | None:
 
 def status(job_id: str, address: str | None = None) -> dict:
     """The job's live status (`herd status --json`'s object); of an ended job its final one
-    ("ended": True). NotRunning while the job starts, or when it failed."""
+    ("ended": True). NotRunning while the job starts."""
     try:
-        st = status_fetch(job_id, address)()
+        return call_controller(job_id, lambda ep: ep.status(), lambda ctl: ctl.status.remote(),
+                               address, timeout=30)
     except NotRunning:
         final = ended_status(job_id, address)
         if final is None:
             raise
         return final
-    if st is None:
-        raise NotRunning(f"{job_id}: the controller is gone (job ended)")
-    return st
 
 
 def call_controller(job_id: str, on_endpoint_call: Callable, on_ray: Callable,

@@ -2,7 +2,7 @@
 dashboard's REST API with the standard library: `import ray` (0.4 s on the 2-core box, and on
 the critical path of every job's start, since the start-up timeline counts from the submit)
 is left to the calls that need it. Jobs that upload code (--working-dir, --py-modules with
-local paths) still go through Ray's client (cli.submit_job)."""
+local paths) still go through Ray's client (herd.submission.submit)."""
 
 from __future__ import annotations
 

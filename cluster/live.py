@@ -300,7 +300,7 @@ def print_status(st: dict) -> None:
 
 
 def print_ended(final: dict) -> None:
-    """An ended job's final status (herd.cli.ended_status): its state, and from its summary why it
+    """An ended job's final status (herd.jobs.ended_status): its state, and from its summary why it
     ended, its books and evaluations, and where its results are."""
     s = final.get("summary") or {}
     line = f"{final['job_id']} ended {final['state']}"
