@@ -386,7 +386,7 @@ def run(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None = None,
     except Exception as e:  # noqa: BLE001 -- a restarting learner: the actors' stop waits for it
         print(f"[herd] the learner did not answer the wind-down ({one_line(e)})", flush=True)
     try:
-        link.call("scale", 0)
+        link.call("scale", 0, grace.cap(60.0))  # each actor's stop() waited for at most this
     except Exception as e:  # noqa: BLE001 -- the checkpoint and summary must still be written
         print(f"[herd] removing the actors failed ({one_line(e)}); their last polled counts "
               "stand in", flush=True)
