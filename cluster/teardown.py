@@ -124,7 +124,8 @@ def ask_stop(url: str, job_id: str, grace_s: float) -> bool:
 
 
 def kept(job_id: str, run_dir: Path | None, grace_s: float) -> str:
-    """A wound-down job's line: where its summary is, its checkpoint, its books."""
+    """A wound-down job's lines (each but the folder's within 80 columns): what it wrote, its
+    books, its run folder."""
     try:
         s = json.loads((run_dir / "summary.json").read_text())
     except (OSError, TypeError, ValueError):
@@ -136,16 +137,16 @@ def kept(job_id: str, run_dir: Path | None, grace_s: float) -> str:
         books[2:] = [int(books[2] or 0) - int(restored.get("received", 0)),
                      int(books[3] or 0) - int(restored.get("inserted", restored.get("received", 0)))]
     wd = s.get("wind_down") or {}
-    ckpt = "checkpoint/" if s.get("checkpoint") else "no checkpoint"
+    lines = [f"{job_id}: wound down: summary.json, "
+             + ("checkpoint/" if s.get("checkpoint") else "no checkpoint")]
     if s.get("checkpoint") and wd.get("replay_left_out"):
-        ckpt += f" without its replay ({wd['replay_left_out']})"
+        lines.append(f"  replay buffer left out of checkpoint/: {wd['replay_left_out']}")
     if len({int(b or 0) for b in books}) == 1:
-        figures = (f"books exact: steps {books[0]} = acked {books[1]} = received {books[2]} = "
-                   f"inserted {books[3]}")
+        figures = f"books exact: steps {int(books[0] or 0):,} = acked = received = inserted"
     else:
-        figures = (f"books NOT equal: steps {books[0]}, acked {books[1]}, received {books[2]}, "
-                   f"inserted {books[3]}")
-    return f"{job_id}: wound down ({s.get('stop_reason')}): {run_dir}/summary.json, {ckpt}; {figures}"
+        figures = ("books NOT equal: " + ", ".join(
+            f"{name} {int(b or 0):,}" for name, b in zip(("steps", "acked", "received", "inserted"), books)))
+    return "\n".join([*lines, f"  {figures}", f"  results: {run_dir}"])
 
 
 def lost(run_dir: Path | None) -> str:

@@ -60,9 +60,11 @@ def test_down_winds_the_job_down_then_a_best_only_run_resumes(ray_cluster, tmp_p
     finally:
         down = own("down", "--force")  # a failed check must not leave that cluster running
     assert r.returncode == 0, r.stderr
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith(job)]
-    assert len(lines) == 1 and "wound down (cluster going down (herd down))" in lines[0], r.stdout
-    assert "books exact" in lines[0] and "Ray stopped" in r.stdout, r.stdout
+    said = r.stdout.split(f"{job}: ", 1)[1].splitlines()
+    assert said[0] == "wound down: summary.json, checkpoint/", r.stdout
+    assert said[1].startswith("  books exact: steps ") and said[2] == f"  results: {run}", r.stdout
+    assert all(len(ln) <= 80 for ln in r.stdout.splitlines() if "results:" not in ln), r.stdout
+    assert "Ray stopped" in r.stdout, r.stdout
     assert "nothing stopped" in down.stderr  # the first `down` had stopped it
     s = json.loads((run / "summary.json").read_text())
     assert s["stop_reason"] == "cluster going down (herd down)"
