@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_record_tensorboard_and_wandb_offline(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from herd.driver import run_record
+    from herd.job.supervise import run_record
     from herd.metrics import MetricsWriter
     from herd.tracking import open_wandb, submit_info
 

@@ -107,7 +107,7 @@ def test_a_full_disk_fails_the_save_in_one_line_and_leaves_no_partial_file(make_
 def test_older_checkpoints_survive_the_next_saves_up_to_keep(tmp_path):
     """run.keep_checkpoints: each save's files stay reachable in checkpoints/<updates>/ (hard
     links), so a later save of a collapsed policy cannot overwrite the last good state."""
-    from herd.driver import keep_history
+    from herd.job.supervise import keep_history
 
     ckpt = tmp_path / "checkpoint"
     ckpt.mkdir()
