@@ -140,15 +140,15 @@ def build_update(cfg: LearnerConfig, spec: pb.EnvSpec, device: torch.device | st
     """The update an env gets: PixelSAC for a pixel env (TeacherPixelSAC with
     learner.encoder.privileged_teacher), else the state SAC. Fresh weights, seeded by
     learner.algorithm.seed. A pixel env's config that sets a key the pixel update ignores is
-    refused here, in one line (LearnerConfig.refuse_ignored_by_pixels): the learner's start
+    refused here, in one line (learner/update/pixel_sac.py refuse_ignored): the learner's start
     fails with it before any update."""
     action = (int(np.prod(spec.action_shape)), np.asarray(spec.action_low, np.float32),
               np.asarray(spec.action_high, np.float32))
     if codec.is_pixel_spec(spec):
-        from herd.learner.update.pixel_sac import PixelSAC
+        from herd.learner.update.pixel_sac import PixelSAC, refuse_ignored
         from herd.learner.update.pixel_teacher import TeacherPixelSAC
 
-        cfg.refuse_ignored_by_pixels()
+        refuse_ignored(cfg)
         kind = TeacherPixelSAC if cfg.encoder.privileged_teacher else PixelSAC
         return kind(cfg.algorithm, cfg.encoder, cfg.compute, cfg.replay.batch_size,
                     tuple(spec.obs_shape), spec.frame_stack, *action, device, spec.state_dim)

@@ -12,8 +12,8 @@ component only its own part:
     placement  what Ray reserves for the learner and how it restarts it (the job driver)
 
 Field names are unique across the sections (`LearnerConfig.flat` relies on it). A pixel job
-reads the same algorithm and replay keys as a state job; the state update's keys that the pixel
-update ignores are refused for it (IGNORED_BY_PIXELS).
+reads the same algorithm and replay keys as a state job (learner/update/pixel_sac.py refuses
+those it ignores).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class _Section(BaseModel):
 
 class AlgorithmConfig(_Section):
     """The SAC update: networks, critic loss, normalization, returns, optimizers. A pixel job
-    reads the same keys but the residual architectures, the c51 critic, the normalizations,
-    actor_ema and the weight decays, which it refuses (IGNORED_BY_PIXELS)."""
+    reads them too, and refuses the residual architectures, the c51 critic, the normalizations,
+    actor_ema and the weight decays, which its update ignores."""
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Hidden layers of the actor and the critics when their arch is 'mlp' (a pixel job's: behind
@@ -341,35 +341,11 @@ MOVED = {
 }
 """The flat layout's keys (before the sections) -> where each lives now."""
 
-MOVED_FROM_ENCODER = {
-    "pixel_lr": "algorithm.critic_lr",
-    "pixel_batch_size": "replay.batch_size",
-    "pixel_tau": "algorithm.tau",
-    "pixel_init_alpha": "algorithm.init_alpha",
-    "pixel_hidden_sizes": "algorithm.hidden_sizes",
-}
+MOVED_FROM_ENCODER = {"pixel_lr": "algorithm.critic_lr", "pixel_batch_size": "replay.batch_size",
+                      "pixel_tau": "algorithm.tau", "pixel_init_alpha": "algorithm.init_alpha",
+                      "pixel_hidden_sizes": "algorithm.hidden_sizes"}
 """The pixel update's own copies of algorithm and replay keys -> the key a pixel job reads now
-(pixel_lr: algorithm.critic_lr, actor_lr and alpha_lr, which it set all three of)."""
-
-PIXEL_LR_KEYS = ("critic_lr", "actor_lr", "alpha_lr")
-"""The step sizes encoder.pixel_lr stood for: a saved run's pixel_lr becomes each of them."""
-
-IGNORED_BY_PIXELS = {
-    **{f"algorithm.{k}": why for keys, why in (
-        (("actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width",
-          "critic_blocks", "expansion"), "its actor and critics are MLPs of hidden_sizes on the trunks"),
-        (("critic_loss", "num_atoms", "v_min", "v_max"), "its critics regress one value (mse)"),
-        (("obs_norm", "obs_clip", "reward_norm", "norm_horizon"),
-         "it normalizes neither frames nor rewards"),
-        (("actor_ema",), "it publishes its live actor, no averaged copy"),
-        (("actor_weight_decay", "critic_weight_decay"), "its Adams do not decay weights"),
-    ) for k in keys},
-    "compute.simultaneous": "its critic and actor steps run on one stream, in order",
-    "replay.dtype": "the frame replay stores uint8 frames",
-}
-"""Keys the state update reads and the pixel update ignores -> why (learner/update/sac.py
-against learner/update/pixel_sac.py); a pixel job setting one to other than its default is
-refused (`LearnerConfig.refuse_ignored_by_pixels`)."""
+(pixel_lr: critic_lr, actor_lr and alpha_lr, all three of which it set)."""
 
 REMOVED = ("compile_process", "compile_processes", "cuda_early", "compile_pieces")
 """Options measured to give nothing and removed (docs/tried.md lists what each gave)."""
@@ -404,13 +380,11 @@ class LearnerConfig(_Section):
             enc = data.get("encoder")
             moved = [k for k in (enc if isinstance(enc, dict) else ()) if k in MOVED_FROM_ENCODER]
             if moved:
-                to = MOVED_FROM_ENCODER[moved[0]]
-                more = f" (and {len(moved) - 1} more)" if len(moved) > 1 else ""
-                also = (", actor_lr and alpha_lr: the encoder learns with the critics' step size"
-                        if moved[0] == "pixel_lr" else "")
+                also = ", actor_lr and alpha_lr" if moved[0] == "pixel_lr" else ""
                 raise PydanticCustomError(
-                    "moved", "learner.{key}: moved to learner.{to}{also}{more}",
-                    {"key": f"encoder.{moved[0]}", "to": to, "also": also, "more": more,
+                    "moved", "learner.encoder.{key}: moved to learner.{to}{also}{more}",
+                    {"key": moved[0], "to": MOVED_FROM_ENCODER[moved[0]], "also": also,
+                     "more": f" (and {len(moved) - 1} more)" if len(moved) > 1 else "",
                      "moved": {f"encoder.{k}": MOVED_FROM_ENCODER[k] for k in moved}})
             old = [k for k in data if k in MOVED]
             if old:
@@ -433,16 +407,6 @@ class LearnerConfig(_Section):
             sections.setdefault(section, {})[name] = value
         return cls(**sections)
 
-    def refuse_ignored_by_pixels(self) -> None:
-        """ValueError, in one line, when a key the pixel update ignores (IGNORED_BY_PIXELS) is
-        set to other than its default: a pixel job would train without it."""
-        for key, why in IGNORED_BY_PIXELS.items():
-            section, name = key.split(".")
-            part = getattr(self, section)
-            if getattr(part, name) != type(part).model_fields[name].default:
-                raise ValueError(f"learner.{key}: a pixel job's update ignores it ({why}); "
-                                 f"leave it at its default")
-
     @classmethod
     def from_saved(cls, saved: dict, pixels: bool = False, **fields) -> LearnerConfig:
         """The config a checkpoint stored (model_dump), of any earlier layout, with `fields`
@@ -458,14 +422,12 @@ class LearnerConfig(_Section):
             elif key in MOVED:
                 section, name = MOVED[key].split(".")
                 sections.setdefault(section, {})[name] = value
-        encoder = saved.get("encoder")
-        if pixels and isinstance(encoder, dict):
-            for old, to in MOVED_FROM_ENCODER.items():
+        encoder = saved.get("encoder") if pixels else None
+        for old, to in MOVED_FROM_ENCODER.items() if isinstance(encoder, dict) else ():
+            section, name = to.split(".")
+            for n in ("critic_lr", "actor_lr", "alpha_lr") if old == "pixel_lr" else (name,):
                 if old in encoder:
-                    section, name = to.split(".")
-                    names = PIXEL_LR_KEYS if old == "pixel_lr" else (name,)
-                    for n in names:
-                        sections.setdefault(section, {})[n] = encoder[old]
+                    sections.setdefault(section, {})[n] = encoder[old]
         for name, value in fields.items():
             sections.setdefault(SECTION_OF[name], {})[name] = value
         return cls(**sections)

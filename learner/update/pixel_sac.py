@@ -40,7 +40,7 @@ import copy
 import numpy as np
 import torch
 
-from herd.learner.config import AlgorithmConfig, ComputeConfig, EncoderConfig
+from herd.learner.config import AlgorithmConfig, ComputeConfig, EncoderConfig, LearnerConfig
 from herd.learner.replay.frames import FrameReplay
 from herd.learner.update import losses
 from herd.learner.update.encoder import Encoder, Trunk, random_shift
@@ -50,14 +50,38 @@ from herd.learner.update.sac import compile_kwargs, fresh_twin, resolve_amp
 from herd.proto import codec
 from herd.proto import herd_pb2 as pb
 
+IGNORED = {
+    **{f"algorithm.{k}": why for keys, why in (
+        ("actor_arch actor_width actor_blocks critic_arch critic_width critic_blocks expansion",
+         "its actor and critics are MLPs of hidden_sizes on the trunks"),
+        ("critic_loss num_atoms v_min v_max", "its critics regress one value (mse)"),
+        ("obs_norm obs_clip reward_norm norm_horizon", "it normalizes neither frames nor rewards"),
+        ("actor_ema", "it publishes its live actor, no averaged copy"),
+        ("actor_weight_decay critic_weight_decay", "its Adams do not decay weights"),
+    ) for k in keys.split()},
+    "compute.simultaneous": "its critic and actor steps run on one stream, in order",
+    "replay.dtype": "the frame replay stores uint8 frames",
+}
+"""Keys the state update (learner/update/sac.py) reads and this one ignores -> why."""
+
+
+def refuse_ignored(cfg: LearnerConfig) -> None:
+    """ValueError, in one line, when `cfg` sets a key of IGNORED to other than its default: a
+    pixel job would train without it."""
+    for key, why in IGNORED.items():
+        section, name = key.split(".")
+        part = getattr(cfg, section)
+        if getattr(part, name) != type(part).model_fields[name].default:
+            raise ValueError(f"learner.{key}: a pixel job's update ignores it ({why}); "
+                             f"leave it at its default")
+
 
 class PixelSAC:
     def __init__(self, cfg: AlgorithmConfig, enc: EncoderConfig, compute: ComputeConfig,
                  batch_size: int, frame_shape: tuple[int, int, int], frame_stack: int,
                  action_dim: int, action_low, action_high, device, state_dim: int = 0):
         """`cfg`: the algorithm keys it reads (hidden_sizes, the step sizes, tau, init_alpha,
-        target_entropy, log_std_*, seed; LearnerConfig.refuse_ignored_by_pixels refuses the
-        others); `batch_size`: rows per update (learner.replay.batch_size); `state_dim`: the
+        target_entropy, log_std_*, seed; refuse_ignored refuses the others); `batch_size`: rows per update (learner.replay.batch_size); `state_dim`: the
         env's state length (EnvSpec.state_dim), which privileged critics read."""
         self.cfg, self.enc, self.compute = cfg, enc, compute
         self.privileged, self.state_dim = enc.privileged_critic, state_dim

@@ -48,6 +48,10 @@ def test_every_caller_gets_the_pixel_update_for_a_pixel_config() -> None:
     assert isinstance(build_ring(LearnerConfig.flat(capacity=1_000), STATE, cpu)[0], ReplayBuffer)
     twin = update.twin()  # the graph's background compile
     assert type(twin) is PixelSAC and twin is not update
+    with pytest.raises(ValueError, match=r"^learner.algorithm.critic_loss: a pixel job's update "
+                                         r"ignores it .*; leave it at its default$"):
+        build_update(pixel_cfg(critic_loss="c51"), PIXELS, cpu)  # the learner's start says so
+    build_update(pixel_cfg(critic_loss="c51"), STATE, cpu)  # a state job's update reads it
     # checkpoint loading (herd evaluate, herd export): the policy of the saved pixel update
     model = {"sac": update.state_dict(), "config": pixel_cfg().model_dump(), "policy_version": 3}
     weights = saved_policy(model, PIXELS)

@@ -77,8 +77,7 @@ def test_a_pixel_key_of_the_encoder_is_refused_naming_where_it_lives_now() -> No
         LearnerConfig(encoder={"pixel_lr": 1e-3, "channels": 16})
     (err,) = e.value.errors()
     assert err["type"] == "moved"
-    assert err["msg"] == ("learner.encoder.pixel_lr: moved to learner.algorithm.critic_lr, actor_lr "
-                          "and alpha_lr: the encoder learns with the critics' step size")
+    assert err["msg"] == "learner.encoder.pixel_lr: moved to learner.algorithm.critic_lr, actor_lr and alpha_lr"
     with pytest.raises(ValidationError, match=r"learner.encoder.pixel_batch_size: moved to "
                                               r"learner.replay.batch_size \(and 1 more\)"):
         LearnerConfig(encoder={"pixel_batch_size": 64, "pixel_tau": 0.01})
@@ -100,13 +99,13 @@ def test_a_job_config_with_a_moved_pixel_key_is_refused_in_one_line(tmp_path) ->
 
 def test_a_pixel_job_refuses_a_key_its_update_ignores_in_one_line() -> None:
     """Every state-update key that the pixel update never reads, set: refused, naming why."""
-    from herd.learner.config import IGNORED_BY_PIXELS
+    from herd.learner.update.pixel_sac import IGNORED, refuse_ignored
 
-    LearnerConfig().refuse_ignored_by_pixels()  # the defaults pass
-    LearnerConfig.flat(hidden_sizes=(64,), actor_lr=1e-3, tau=0.01, init_alpha=0.1,
-                       batch_size=64).refuse_ignored_by_pixels()  # what it reads passes
+    refuse_ignored(LearnerConfig())  # the defaults pass
+    refuse_ignored(LearnerConfig.flat(hidden_sizes=(64,), actor_lr=1e-3, tau=0.01, init_alpha=0.1,
+                                      batch_size=64))  # what it reads passes
     with pytest.raises(ValueError) as e:
-        LearnerConfig.flat(critic_loss="c51").refuse_ignored_by_pixels()
+        refuse_ignored(LearnerConfig.flat(critic_loss="c51"))
     assert str(e.value) == ("learner.algorithm.critic_loss: a pixel job's update ignores it (its "
                             "critics regress one value (mse)); leave it at its default")
     changed = {"actor_arch": "residual", "actor_width": 64, "actor_blocks": 2, "critic_arch": "residual",
@@ -115,11 +114,11 @@ def test_a_pixel_job_refuses_a_key_its_update_ignores_in_one_line() -> None:
                "reward_norm": True, "norm_horizon": 1000, "actor_ema": 0.01,
                "actor_weight_decay": 0.1, "critic_weight_decay": 0.1, "simultaneous": False,
                "dtype": "bfloat16"}
-    assert {f"{SECTION_OF[k]}.{k}" for k in changed} == set(IGNORED_BY_PIXELS)
+    assert {f"{SECTION_OF[k]}.{k}" for k in changed} == set(IGNORED)
     for key, value in changed.items():
         with pytest.raises(ValueError, match=rf"^learner.{SECTION_OF[key]}.{key}: a pixel job's "
                                              r"update ignores it \([^\n]+\); leave it at its default$"):
-            LearnerConfig.flat(**{key: value}).refuse_ignored_by_pixels()
+            refuse_ignored(LearnerConfig.flat(**{key: value}))
 
 
 def test_a_saved_pixel_run_with_the_encoders_old_keys_is_migrated() -> None:
