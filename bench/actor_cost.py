@@ -44,9 +44,8 @@ from bench.common import (
     proc_faults,
     ray_runtime_env,
     read_stat,
-    result_path,
-    save,
     stat_cpu_s,
+    write_results,
 )
 
 MODES = ("gymnasium", "stepper", "herd", "herd-libc-heap", "ray")
@@ -277,9 +276,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"{r['cpu_us_per_step'] / base:.2f}", f"{r['cores_used']}",
                       f"{r['minor_faults_per_step']}")
     console.print(table)
-    out = result_path("actor-cost", args.out, args.quick)
-    save(records, out)
-    console.print(f"wrote {out}")
+    write_results("actor-cost", records, args.out, args.quick)
     return records
 
 

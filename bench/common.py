@@ -153,6 +153,36 @@ def save(records: list[dict], path: Path) -> None:
     path.write_text(json.dumps(records, indent=1) + "\n")
 
 
+def write_results(kind: str, records: list[dict], out: str | None, quick: bool = False) -> Path:
+    """`records` saved where result_path puts them, and a line saying where."""
+    path = result_path(kind, out, quick)
+    save(records, path)
+    console.print(f"wrote {path}")
+    return path
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_calls(step, seconds: float, device: torch.device, max_chunk: int):
+    """Calls `step()` for `seconds`, in chunks that double up to `max_chunk` (the host never
+    waits per call), the device synced after each chunk: (calls, seconds taken, CPU seconds of
+    this thread, the last call's output)."""
+    calls, elapsed, chunk = 0, 0.0, 1
+    t0, cpu0 = time.perf_counter(), time.thread_time()
+    out = None
+    while elapsed < seconds:
+        for _ in range(chunk):
+            out = step()
+        sync(device)
+        calls += chunk
+        elapsed = time.perf_counter() - t0
+        chunk = min(chunk * 2, max_chunk)
+    return calls, elapsed, time.thread_time() - cpu0, out
+
+
 def progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                     TimeElapsedColumn(), console=console)

@@ -168,7 +168,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
-    from common import console, header, result_path, save
+    from common import console, header, write_results
 
     arms = [("config", {}, {})] + [parse_arm(a) for a in args.arm]
     info = header("Herd: where the learner update's compile goes")
@@ -186,9 +186,7 @@ def main() -> None:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     table(records)
-    path = result_path("compile-profile", args.out, quick=False)
-    save(records, path)
-    console.print(f"wrote {path}")
+    write_results("compile-profile", records, args.out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import torch
 
-from bench.common import console, header, result_path, save
+from bench.common import console, header, write_results
 from herd.learner.replay.frames import FrameReplay
 from herd.learner.rpc.validate import Session, validate
 from herd.proto import codec
@@ -115,9 +115,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         console.print(f"  {k:9s} {v:8.2f} us per frame")
     console.print(f"  in all    {total:8.2f} us per frame: at {args.rate:,.0f} agent steps/s "
                   f"{rec['core_share']:.1%} of one core")
-    path = result_path("frame-ingest", args.out, quick=False)
-    save([rec], path)
-    console.print(f"wrote {path}")
+    write_results("frame-ingest", [rec], args.out)
     return [rec]
 
 

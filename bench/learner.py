@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.common import sync, timed_calls
 from herd.config import ConfigError, parse_sets
 from herd.learner.build import build_update
 from herd.learner.config import SECTION_OF, LearnerConfig
@@ -86,11 +87,6 @@ def prefill(buf: ReplayBuffer) -> None:
     buf.terminated.copy_(torch.rand(buf.capacity, device=buf.device, generator=g) < 0.01)
     buf.size = buf.inserted = buf.capacity
     buf.size_t.fill_(float(buf.capacity))
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 NET_FIELDS = ("hidden_sizes", "actor_arch", "actor_width", "actor_blocks", "critic_arch", "critic_width",
@@ -140,17 +136,9 @@ def measure(row: Row, batch: int, buf: ReplayBuffer, args, device, nets: dict) -
     step()
     sync(device)
     setup_s = time.perf_counter() - t0
-    calls, elapsed, chunk = 0, 0.0, 1
-    t0, cpu0 = time.perf_counter(), time.thread_time()
-    while elapsed < args.seconds:  # grow chunks so the host never waits per call
-        for _ in range(chunk):
-            out = step()
-        sync(device)
-        calls += chunk
-        elapsed = time.perf_counter() - t0
-        chunk = min(chunk * 2, 256)
+    calls, elapsed, cpu_s, out = timed_calls(step, args.seconds, device, 256)
     ups = calls * k / elapsed
-    host_cpu = (time.thread_time() - cpu0) / elapsed  # cores the update loop's thread burns
+    host_cpu = cpu_s / elapsed  # cores the update loop's thread burns
     finite = bool(torch.isfinite(out).all())
     rec = dict(
         row=row.name, batch=batch, amp=row.amp if sac.amp_dtype is not None else "off",

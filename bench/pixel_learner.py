@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a script: bench/ must not shadow the lea
 import torch
 import yaml
 
-from bench.common import console, header, result_path, save
+from bench.common import console, header, result_path, save, sync, timed_calls
 from herd.learner.build import build_ring, build_update
 from herd.learner.config import SECTION_OF, LearnerConfig
 from herd.learner.graph.capture import GraphedUpdate, configure_backends
@@ -89,11 +89,6 @@ def prefill(rb: FrameReplay, seed: int = 1) -> None:
     rb.written = n
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict, FrameReplay]:
     settings = dict(settings)
     Encoder.channels_last = settings.pop("channels_last", True)
@@ -118,15 +113,7 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
     step()
     sync(device)
     setup_s = time.perf_counter() - t0
-    calls, elapsed, chunk = 0, 0.0, 1
-    t0 = time.perf_counter()
-    while elapsed < args.seconds:
-        for _ in range(chunk):
-            out = step()
-        sync(device)
-        calls += chunk
-        elapsed = time.perf_counter() - t0
-        chunk = min(chunk * 2, 64)
+    calls, elapsed, _, out = timed_calls(step, args.seconds, device, 64)
     ups = calls * k / elapsed
     batch = cfg.replay.batch_size
     rec = dict(row=name, batch=batch, amp=cfg.compute.amp if cuda else "off",

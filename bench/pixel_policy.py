@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # actors/, not 
 
 import numpy as np
 
-from bench.common import console, header, result_path, save
+from bench.common import console, header, write_results
 from herd.actors.policy import MLPPolicy
 from herd.proto import codec
 
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         "ms_per_frame": round(ms, 3), "ms_per_call": round(ms * envs, 3)})
         console.print(f"  {args.size}x{args.size} stack {args.stack}, {envs:>3} envs: "
                       f"{ms:.2f} ms per frame ({ms * envs:.1f} ms per call)")
-    path = result_path("pixel-policy", args.out, quick=False)
-    save(records, path)
-    console.print(f"wrote {path}")
+    write_results("pixel-policy", records, args.out)
     return records
 
 

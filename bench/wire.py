@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # actors/, not 
 
 import numpy as np
 
-from bench.common import console, header, result_path, save
+from bench.common import console, header, write_results
 from herd.proto import codec
 
 
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         per = f" = {us / unit:6.2f} us per transition" if unit > 1 else ""
         console.print(f"  {name:34s} {rec['bytes']:>9,} bytes {us:9.1f} CPU us{per}")
     console.print(f"  identical bytes: {same}")
-    out = result_path("wire", args.out, quick=False)
-    save(records, out)
-    console.print(f"wrote {out}")
+    write_results("wire", records, args.out)
     return records
 
 

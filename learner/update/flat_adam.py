@@ -48,7 +48,21 @@ def adam_flat_(p, grads, m, v, step, lr, beta1: float, beta2: float, eps: float,
         p.sub_(torch.where(keep, torch.zeros_like(update), update))
 
 
-class FlatAdam:
+class InPlaceState:
+    """State held in device tensors that a captured graph reads at fixed addresses: saved as
+    host copies, restored by copying into the same tensors. STATE: (state_dict key, attribute)."""
+
+    STATE: tuple[tuple[str, str], ...] = ()
+
+    def state_dict(self) -> dict:
+        return {key: getattr(self, attr).cpu() for key, attr in self.STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, attr in self.STATE:
+            getattr(self, attr).copy_(state[key])
+
+
+class FlatAdam(InPlaceState):
     """Adam (AdamW where a group has weight decay) for parameter groups that share one flat
     buffer; one lr and one weight decay per group: (params, lr) or (params, lr, weight_decay)."""
 
@@ -83,16 +97,10 @@ class FlatAdam:
         self._fn(self.flat, grads, self.exp_avg, self.exp_avg_sq, self.step_t, self.lr,
                  self.betas[0], self.betas[1], self.eps, self.found_inf, self.decay)
 
+    STATE = (("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq"), ("step", "step_t"))
+
     def tensors(self) -> list[torch.Tensor]:
         return [self.flat, self.exp_avg, self.exp_avg_sq, self.step_t]
-
-    def state_dict(self) -> dict:
-        return {"exp_avg": self.exp_avg.cpu(), "exp_avg_sq": self.exp_avg_sq.cpu(), "step": self.step_t.cpu()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.exp_avg.copy_(state["exp_avg"])
-        self.exp_avg_sq.copy_(state["exp_avg_sq"])
-        self.step_t.copy_(state["step"])
 
 
 def module_params(*modules: nn.Module) -> list[nn.Parameter]:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import torch
 
+from herd.learner.update.flat_adam import InPlaceState
+
 EPS = 1e-8
 
 
-class RunningNorm:
+class RunningNorm(InPlaceState):
+    STATE = (("mean", "mean"), ("var", "var"), ("count", "count"))
+
     def __init__(self, dim: int, device, horizon: int):
         self.mean = torch.zeros(dim, device=device)
         self.var = torch.ones(dim, device=device)
@@ -45,11 +49,3 @@ class RunningNorm:
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.mean, self.var, self.count]
-
-    def state_dict(self) -> dict:
-        return {"mean": self.mean.cpu(), "var": self.var.cpu(), "count": self.count.cpu()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.mean.copy_(state["mean"])
-        self.var.copy_(state["var"])
-        self.count.copy_(state["count"])

@@ -235,22 +235,27 @@ def test_the_server_handles_every_rpc_of_the_proto_at_its_path() -> None:
     assert codec.METHOD_PATHS["PushTransitions"] == "/herd.v1.Learner/PushTransitions"
 
 
-def test_bad_handshakes(channel, spec):
-    stub = pb_grpc.LearnerStub(channel)
-    with pytest.raises(grpc.RpcError) as e:
-        stub.Handshake(pb.HandshakeRequest(actor_id="", spec=spec))
-    assert e.value.code() == IA
+def handshake_refused(stub, spec, actor_id: str = "x", **change) -> grpc.RpcError:
+    """The error a Handshake gets for `spec` with `change` (field -> value) and `actor_id`."""
     other = pb.EnvSpec()
     other.CopyFrom(spec)
-    other.obs_dtype = "float64"
+    for field, value in change.items():
+        if isinstance(value, list):
+            getattr(other, field)[:] = value
+        else:
+            setattr(other, field, value)
     with pytest.raises(grpc.RpcError) as e:
-        stub.Handshake(pb.HandshakeRequest(actor_id="x", spec=other))
-    assert e.value.code() == FP and "obs_dtype" in e.value.details()
-    other.CopyFrom(spec)
-    other.action_high[:] = [30.0]
-    with pytest.raises(grpc.RpcError) as e:
-        stub.Handshake(pb.HandshakeRequest(actor_id="x", spec=other))
-    assert e.value.code() == FP and "action_high" in e.value.details()
+        stub.Handshake(pb.HandshakeRequest(actor_id=actor_id, spec=other))
+    return e.value
+
+
+def test_bad_handshakes(channel, spec):
+    stub = pb_grpc.LearnerStub(channel)
+    assert handshake_refused(stub, spec, actor_id="").code() == IA
+    e = handshake_refused(stub, spec, obs_dtype="float64")
+    assert e.code() == FP and "obs_dtype" in e.details()
+    e = handshake_refused(stub, spec, action_high=[30.0])
+    assert e.code() == FP and "action_high" in e.details()
 
 
 @pytest.mark.parametrize("junk", [b"\xff\xff\xff\xff", b"\x0a\x80", b"\x07"])
