@@ -7,6 +7,7 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -159,6 +160,34 @@ def write_results(kind: str, records: list[dict], out: str | None, quick: bool =
     save(records, path)
     console.print(f"wrote {path}")
     return path
+
+
+def median_seconds(fn, n: int, repeats: int, clock=time.perf_counter) -> float:
+    """Seconds per call of `fn()` by `clock`: one call to warm up, then the median of `repeats`
+    timings of `n` calls each."""
+    fn()
+    runs = []
+    for _ in range(repeats):
+        t0 = clock()
+        for _ in range(n):
+            fn()
+        runs.append((clock() - t0) / n)
+    return statistics.median(runs)
+
+
+def timing_flags(ap, n: int) -> None:
+    """A micro-benchmark's --n (calls per timing), --repeats and --out."""
+    ap.add_argument("--n", type=int, default=n, help="calls per timing")
+    ap.add_argument("--repeats", type=int, default=5, help="timings; the median is reported")
+    ap.add_argument("--out", default=None)
+
+
+def save_figure(fig, path: Path, title: str):
+    """`fig` titled, laid out and written to `path` (PNG, 110 dpi); returned."""
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return fig
 
 
 def sync(device: torch.device) -> None:

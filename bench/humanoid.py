@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save, submitted_job
+from bench.common import console, header, result_path, save, save_figure, submitted_job
 from bench.humanoid_record import record_of
 from bench.machine_load import cpu_probe, io_now, io_since
 from herd import local
@@ -189,10 +189,7 @@ def plot(curves: list[tuple[str, list[dict]]], path: Path, title: str):
         ax.set_ylabel("deterministic eval return")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7 if len(curves) > 6 else None)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return fig
+    return save_figure(fig, path, title)
 
 
 def main() -> int:

@@ -14,16 +14,14 @@ Writes bench/results/pixel-policy-<machine>.json.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # actors/, not bench/actors.py
 
 import numpy as np
 
-from bench.common import console, header, write_results
+from bench.common import console, header, median_seconds, timing_flags, write_results
 from herd.actors.policy import MLPPolicy
 from herd.proto import codec
 
@@ -45,26 +43,13 @@ def drqv2_actor(rng, size: int, in_ch: int, action_dim: int, hidden: int = 1024,
     return t, strides
 
 
-def ms_per_frame(policy: MLPPolicy, obs: np.ndarray, n: int, repeats: int) -> float:
-    policy.act(obs)
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            policy.act(obs)
-        runs.append((time.perf_counter() - t0) / n / len(obs) * 1e3)
-    return statistics.median(runs)
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=84)
     ap.add_argument("--stack", type=int, default=3)
     ap.add_argument("--envs", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--action-dim", type=int, default=6, help="walker's and cheetah's")
-    ap.add_argument("--n", type=int, default=20, help="calls per timing")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=None)
+    timing_flags(ap, n=20)
     args = ap.parse_args(argv)
     info = header("Pixel policy on the CPU (one thread)")
     rng = np.random.default_rng(0)
@@ -75,7 +60,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     records = []
     for envs in args.envs:
         obs = rng.integers(0, 256, (envs, 3 * args.stack, args.size, args.size), dtype=np.uint8)
-        ms = ms_per_frame(policy, obs, args.n, args.repeats)
+        ms = median_seconds(lambda obs=obs: policy.act(obs), args.n, args.repeats) / envs * 1e3
         records.append({**info, "size": args.size, "stack": args.stack, "envs": envs,
                         "ms_per_frame": round(ms, 3), "ms_per_call": round(ms * envs, 3)})
         console.print(f"  {args.size}x{args.size} stack {args.stack}, {envs:>3} envs: "

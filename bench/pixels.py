@@ -48,7 +48,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import console, header, result_path, save
+from bench.common import console, header, result_path, save, save_figure
 from bench.humanoid import follow_jobs, submit_one
 from bench.humanoid_record import first_reaching
 from herd import local
@@ -157,10 +157,7 @@ def plot(records: list[dict], path: Path, title: str):
         ax.set_ylim(0, 1000)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return fig
+    return save_figure(fig, path, title)
 
 
 def main() -> int:

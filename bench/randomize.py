@@ -47,7 +47,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import RESULTS, console, header, save, slug
+from bench.common import RESULTS, console, header, save, save_figure, slug
 from bench.startup import Cluster, run_one
 from herd.config import parse_sets, with_overrides
 
@@ -169,9 +169,7 @@ def plot(records: list[dict], path: Path, title: str) -> None:
         ax.set_ylabel("deterministic eval return")
         ax.grid(alpha=0.3)
     curves.legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, title)
 
 
 def main() -> int:

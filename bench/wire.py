@@ -14,7 +14,6 @@ Writes bench/results/wire-<machine>.json.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,27 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # actors/, not 
 
 import numpy as np
 
-from bench.common import console, header, write_results
+from bench.common import console, header, median_seconds, timing_flags, write_results
 from herd.proto import codec
-
-
-def cpu_us(fn, n: int, repeats: int) -> float:
-    fn()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        runs.append((time.process_time() - t0) / n * 1e6)
-    return statistics.median(runs)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=128, help="transitions per batch (16 steps x 8 envs)")
-    ap.add_argument("--n", type=int, default=100, help="calls per timing")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=None)
+    timing_flags(ap, n=100)
     args = ap.parse_args(argv)
     info = header("Wire encoding: protobuf vs hand-serialized")
     rng = np.random.default_rng(0)
@@ -72,7 +58,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     records = []
     for name, fn, unit in (("batch, protobuf encoder", protobuf, rows), ("batch, WireBatch", hand, rows),
                            ("PolicyWeights, protobuf encoder", weights.SerializeToString, 1)):
-        us = cpu_us(fn, args.n, args.repeats)
+        us = median_seconds(fn, args.n, args.repeats, time.process_time) * 1e6
         rec = dict(info, what=name, rows=rows if unit > 1 else None, bytes=len(fn()),
                    cpu_us=round(us, 1), cpu_us_per_row=round(us / unit, 3) if unit > 1 else None,
                    identical_bytes=same)
