@@ -223,7 +223,8 @@ def check_resume(path: str, cfg, warn: Callable[[str], None] = print) -> tuple[P
         from herd.learner.config import LearnerConfig
 
         old = yaml.safe_load(old_file.read_text()) or {}  # either learner layout
-        old_learner = LearnerConfig.from_saved(old.get("learner") or {})
+        old_learner = LearnerConfig.from_saved(old.get("learner") or {},
+                                               pixels=(old.get("env") or {}).get("pixels") is not None)
         for what, a, b in (("env.id", (old.get("env") or {}).get("id"), cfg.env.id),
                            ("learner.algorithm.hidden_sizes", old_learner.algorithm.hidden_sizes,
                             cfg.learner.algorithm.hidden_sizes)):
