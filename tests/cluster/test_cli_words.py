@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from herd import cli
+from herd.cli import job_cmds, policy_cmds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +40,7 @@ def test_final_of_one_policy_file_is_refused(tmp_path):
     policy.write_bytes(b"")
     one_line(herd("evaluate", str(policy), "--final"), "--final chooses among a run folder's policies")
     one_line(herd("export", str(policy), "--format", "onnx", "--best"), "--best chooses among")
-    assert cli.took("best", one_file=True) == " (made from the run's best policy)"
+    assert policy_cmds.took("best", one_file=True) == " (made from the run's best policy)"
 
 
 def test_a_video_under_a_file_is_refused_before_any_episode(tmp_path):
@@ -57,8 +58,8 @@ def test_actor_counts_below_one_follow_one_rule():
 
 def test_a_scale_with_cpus_free_says_why_its_actors_wait():
     assert "(each needs 0.5; 0.5 free before the actors this scale started took theirs)" in \
-        cli.waiting_words(1, 0.5, 0.5)
-    assert "waiting for CPUs (each needs 1, 0.5 free)" in cli.waiting_words(1, 1.0, 0.5)
+        job_cmds.waiting_words(1, 0.5, 0.5)
+    assert "waiting for CPUs (each needs 1, 0.5 free)" in job_cmds.waiting_words(1, 1.0, 0.5)
 
 
 def test_a_missing_env_package_names_working_dir():

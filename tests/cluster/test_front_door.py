@@ -211,7 +211,7 @@ def test_a_prestarted_worker_counts_from_the_submission(monkeypatch):
 def test_piped_logs_lose_their_colour_codes():
     import re
 
-    from herd.cli import ANSI
+    from herd.cli.job_cmds import ANSI
 
     line = "\x1b[36m(Learner pid=20252)\x1b[0m ready at \x1b[1m\x1b[32mhttp://127.0.0.1\x1b[39m\x1b[22m\n"
     assert re.sub(ANSI, "", line) == "(Learner pid=20252) ready at http://127.0.0.1\n"
