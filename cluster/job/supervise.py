@@ -154,8 +154,8 @@ class Ticks:
         """Why the job stops after this tick, with its wind-down's grace; None to go on."""
         run = self.cfg.run
         last = self.periodic.last_return()
-        if run.stop_at_target and run.target_return is not None and last is not None \
-                and last >= run.target_return:
+        if (run.stop_at_target and run.target_return is not None and last is not None
+                and last >= run.target_return):
             return "target_return", Grace()
         if ls["received"] >= run.max_env_steps:
             return "max_env_steps", Grace()
