@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 RATE_WINDOW_S = 10.0
 """The rows' rates are over at least this many seconds (the job's first ones, over all of it so
 far): over one log interval, a job whose replay ratio paces its actors' pushes reads 0/s and
@@ -37,7 +35,7 @@ def progress_row(st: dict, eval_return: float | None, elapsed: float, prev: tupl
         "policy_version": ls["policy_version"],
         "policy_lag": ls["mean_policy_lag"],
         "actors": len(actors),
-        "train_return": float(np.mean(returns)) if returns else None,
+        "train_return": sum(map(float, returns)) / len(returns) if returns else None,
         "eval_return": eval_return,
         "critic_loss": losses.get("critic_loss"),
         "actor_loss": losses.get("actor_loss"),

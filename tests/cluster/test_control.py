@@ -40,7 +40,7 @@ class FakeController:
         return {"actors": n, "removed": 0, "cancelled": 0, "waiting": [], "cpus_free": 2.0,
                 "cpus_per_actor": 0.5}
 
-    def request_stop(self) -> bool:
+    def request_stop(self, why: str | None = None, grace_s: float | None = None) -> bool:
         self.stopped = True
         return True
 
