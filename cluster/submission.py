@@ -48,6 +48,13 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
     runtime_env = user_code(working_dir, py_modules)
     config = str(find_config(config))
     cfg = load_config(config, sets, seed=seed, name=name)
+    if cfg.env.pixels is not None:  # a key the pixel update would ignore: refused before Ray
+        from herd.learner.update.pixel_sac import refuse_ignored
+
+        try:
+            refuse_ignored(cfg.learner)
+        except ValueError as e:
+            raise ConfigError(f"{config}: {e}") from None
     with importable(runtime_env):  # the user's env module, as the cluster will import it
         spec = check_env(cfg)
     warning = target_from_elsewhere(cfg, config, sets)

@@ -35,3 +35,15 @@ def test_a_state_ring_beyond_the_node_is_still_refused(cpu_cluster):
                         "learner": {"replay": {"capacity": 10_000_000}}})
     with pytest.raises(ConfigError, match="replay ring needs"):
         job_setup.check_cluster(cfg, env(0))
+
+
+def test_submit_refuses_a_key_the_pixel_update_ignores_before_ray():
+    """`herd submit` of a pixel config with a state-update key set: one line, nothing started
+    (the refusal comes before the env is made or Ray is asked)."""
+    from herd.submission import submit
+
+    with pytest.raises(ConfigError, match=r"learner\.algorithm\.critic_loss: a pixel job's update "
+                                          r"ignores it .*; leave it at its default$") as e:
+        submit("configs/invertedpendulum-pixels.yaml", sets=["learner.algorithm.critic_loss=c51"],
+               address="http://127.0.0.1:9")
+    assert "\n" not in str(e.value)
