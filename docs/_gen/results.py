@@ -34,6 +34,13 @@ class Kind:
 
 KINDS = [
     Kind("profile", r".*\.txt$", ("", "")),
+    Kind("demo", r"demo-", ("best_eval_return", "best eval return"), "The demo on 2 cores",
+         "`configs/demo.yaml` (InvertedPendulum-v5 to 900, the job `make demo` runs) from `herd "
+         "submit` on a 2-core machine with no GPU, one job per seed (`bench/humanoid.py --config "
+         "configs/demo.yaml`): the job stops at the target; best_eval_at_s is when it got there. "
+         "cpu_pressure_s is the seconds the machine's tasks waited for a CPU meanwhile.",
+         ("seed", "first_update_s", "best_eval_return", "best_eval_at_s", "updates_per_s",
+          "env_steps_per_s", "cpu_pressure_s"), per="seed"),
     Kind("Humanoid", r"humanoid-final-fast-", ("best_eval_return", "best eval return"),
          "Humanoid-v5 learning curves",
          "`configs/humanoid.yaml` from `herd submit`, cold (compile caches empty), one job per seed, "

@@ -17,7 +17,7 @@ results = importlib.import_module("docs._gen.results")
 commands = importlib.import_module("docs._gen.commands")
 performance = importlib.import_module("docs._gen.performance")
 
-SECTIONS = ["Headline", "Humanoid-v5 learning curves", "Other MuJoCo tasks", "Pixels", "The update alone",
+SECTIONS = ["Headline", "The demo on 2 cores", "Humanoid-v5 learning curves", "Other MuJoCo tasks", "Pixels", "The update alone",
             "Fan-in", "Actor scaling", "Start-up", "Rendering"]
 
 
