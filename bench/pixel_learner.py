@@ -54,6 +54,8 @@ ROWS = {
     "no-pad": {"pad_to": 1},  # the first conv on its 9 channels as they are (Encoder.pad_to)
     "compile-no-target-encoder": {"compile": True, "target_encoder": False},
     "compile-no-target-encoder-no-pad": {"compile": True, "target_encoder": False, "pad_to": 1},
+    "strided2": {"strided": 2, "target_encoder": False},  # the second conv of stride 2 too
+    "strided2-compile": {"strided": 2, "target_encoder": False, "compile": True},
     "batch512": {"batch_size": 512},
     "privileged": {"privileged_critic": True},
 }
@@ -118,7 +120,7 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
     batch = cfg.replay.batch_size
     rec = dict(row=name, batch=batch, amp=cfg.compute.amp if cuda else "off",
                graph=step.use_graph, compile=bool(cfg.compute.compile and cuda),
-               updates_per_call=k, target_encoder=cfg.encoder.target_encoder,
+               updates_per_call=k, target_encoder=cfg.encoder.target_encoder, strided=cfg.encoder.strided,
                privileged_critic=cfg.encoder.privileged_critic, channels_last=Encoder.channels_last,
                pad_to=Encoder.pad_to,
                updates_per_s=round(ups, 1), samples_per_s=round(ups * batch),

@@ -134,7 +134,10 @@ class EncoderConfig(_Section):
     channels: int = Field(32, ge=1)
     """Channels of every conv layer."""
     layers: int = Field(4, ge=1)
-    """Conv layers, 3x3, the first of stride 2, the others of stride 1, ReLU after each."""
+    """Conv layers, 3x3, the first `strided` of stride 2, the others of stride 1, ReLU after each."""
+    strided: int = Field(1, ge=1)
+    """Conv layers of stride 2, from the first (DrQ-v2: 1); each more quarters the later layers'
+    work."""
     augment_pad: int = Field(4, ge=0)
     """Random shift: pad by this many pixels (edge replicated), crop back at a random offset
     per sample, on the device; 0: no augmentation."""
@@ -156,6 +159,12 @@ class EncoderConfig(_Section):
     teacher_updates: int = Field(1, ge=1)
     """With privileged_teacher: critic and teacher steps per update, each on its own batch of
     rows' states (no frame read); the frame actor steps once."""
+
+    @model_validator(mode="after")
+    def _strided_within_layers(self):
+        if self.strided > self.layers:
+            raise ValueError(f"strided {self.strided} is more than the {self.layers} conv layers")
+        return self
 
     @model_validator(mode="after")
     def _teacher_reads_state(self):

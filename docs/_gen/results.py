@@ -67,7 +67,7 @@ KINDS = [
          "The pixel update alone on frames prefilled on the device, no actors and no ingest "
          "(`bench/pixel_learner.py`): one row per learner setting over the config's.",
          ("row", "pixels", "batch", "amp", "graph", "compile", "target_encoder",
-          "privileged_critic", "updates_per_s", "us_per_update")),
+          "strided", "privileged_critic", "updates_per_s", "us_per_update")),
     Kind("frame ingest", r"frame-ingest-", ("cpu_us_per_frame", "learner CPU µs per frame"), "Pixels",
          "The learner's CPU per camera frame taken in (`bench/frame_ingest.py`): decode, "
          "validation, the frame index and the insert, and the share of one core at 2,000 agent "

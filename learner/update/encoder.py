@@ -31,9 +31,13 @@ def _orthogonal_(module: nn.Module) -> None:
 class Encoder(nn.Module):
     """[B, S*C, H, W] uint8 -> [B, repr_dim] conv features."""
 
-    def __init__(self, in_channels: int, size: tuple[int, int], channels: int = 32, layers: int = 4):
+    def __init__(self, in_channels: int, size: tuple[int, int], channels: int = 32, layers: int = 4,
+                 strided: int = 1):
+        """`strided`: how many of the first layers have stride 2 (DrQ-v2: 1)."""
         super().__init__()
-        self.strides = [2] + [1] * (layers - 1)
+        if not 1 <= strided <= layers:
+            raise ValueError(f"strided layers {strided} must lie in 1..{layers} (the conv layers)")
+        self.strides = [2] * strided + [1] * (layers - strided)
         self.convs = nn.ModuleList(
             nn.Conv2d(in_channels if i == 0 else channels, channels, 3, stride=s)
             for i, s in enumerate(self.strides))

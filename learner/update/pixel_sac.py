@@ -102,7 +102,7 @@ class PixelSAC:
         torch.manual_seed(cfg.seed)
         c, h, w = self.frame_shape
         f, hidden = enc.feature_dim, cfg.hidden_sizes
-        self.encoder = Encoder(c * frame_stack, (h, w), enc.channels, enc.layers).to(device)
+        self.encoder = Encoder(c * frame_stack, (h, w), enc.channels, enc.layers, enc.strided).to(device)
         self.critic_trunk = None if self.privileged else Trunk(self.encoder.repr_dim, f).to(device)
         self.critic = Critic(state_dim if self.privileged else f, action_dim, hidden, 2, 1).to(device)
         self.actor_trunk = Trunk(self.encoder.repr_dim, f).to(device)

@@ -153,3 +153,22 @@ def test_padded_first_conv_is_the_same_convolution():
     torch.testing.assert_close(padded, plain)
     assert g_padded.shape == (8, 9, 3, 3)
     torch.testing.assert_close(g_padded, g_plain)
+
+
+def test_strided_layers_reach_the_wire_and_the_actors_policy():
+    """encoder.strided 2: the first two convs of stride 2; the published PolicyWeights carry the
+    strides, and the actors' conv policy built from them acts as the learner's actor does."""
+    from herd.actors.policy import PolicyNet
+
+    cfg = small_cfg(strided=2, layers=3)
+    sac = small_sac(cfg)
+    assert sac.encoder.strides == [2, 2, 1] and sac.encoder.out_hw == (1, 1)
+    msg = sac.policy_weights(3)
+    assert list(msg.conv_strides) == [2, 2, 1]
+    x = torch.randint(0, 256, (4, 9, 16, 16), dtype=torch.uint8)
+    with torch.no_grad():
+        want, _ = sac.actor(sac.actor_trunk(sac.encoder(x)))
+        got, _ = PolicyNet(msg)(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="strided 5 is more than the 4 conv layers"):
+        small_cfg(strided=5)
