@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
 
 from herd.ray_errors import one_line
 
@@ -54,8 +55,12 @@ class PeriodicEvals:
         """Record a finished evaluation; start the evaluator at the first update; take the next
         policy when one is due and none is under way."""
         if self._pending is not None and ray.wait([self._pending[0]], timeout=0)[0]:
-            self._record(*self._pending)
-            self._pending = None
+            pending, self._pending = self._pending, None
+            try:
+                self._record(*pending)
+            except (RayActorError, ActorUnavailableError) as e:  # its process or node lost:
+                # Ray starts the evaluator again (max_restarts), the next evaluation goes on
+                print(f"[herd] an evaluation is left out: its evaluator was lost ({one_line(e)})", flush=True)
         if not ls["updates"]:
             return
         if self.evaluator is None:

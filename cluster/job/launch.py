@@ -94,7 +94,8 @@ def launch(cfg: JobConfig, job_id: str, run_dir: Path, resume: str | None, gpus:
 def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
     """The job's controller and its first actors; returns (controller, ref of the scale call).
     The controller goes on this driver's node (the head, where `herd` finds its endpoint's
-    record: cluster/control.py) while that node is alive."""
+    record: cluster/control.py) and nowhere else: on a worker node, that node's loss would take
+    the controller, and with it the job's actors and live books."""
     from ray.util import get_current_placement_group
     from ray.util.scheduling_strategies import (
         NodeAffinitySchedulingStrategy,
@@ -106,7 +107,7 @@ def start_actors(cfg: JobConfig, job_id: str, learner, address: str):
         # go in the trial's group; outside it they would wait for CPUs the group holds
         here = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
     else:
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     controller = ray.remote(Controller).options(
         name=controller_name(job_id), namespace=NAMESPACE, num_cpus=0, max_concurrency=16,
         scheduling_strategy=here,

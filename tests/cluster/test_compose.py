@@ -231,8 +231,11 @@ def chromium_dom(url: str, png: Path, budget_ms: int = 15000) -> str:
 @pytest.mark.cluster
 def test_compose_cluster(tmp_path):
     """Head + 2 CPU workers in containers, Ray token auth on: a job whose actors run in the worker
-    containers and push to the learner in the head's (books exact), Prometheus scraping every
-    node and Herd's series, the dashboard's queries answered, a graph drawn by Chromium; then
+    containers and push to the learner in the head's, Prometheus scraping every node and Herd's
+    series, the dashboard's queries answered, a graph drawn by Chromium; then one worker
+    container killed mid-job: `herd status` names the lost node, the job goes on with the
+    worker left and ends SUCCEEDED with the loss in its books (faults.nodes_lost; the steps the
+    dead node's actor never delivered counted apart, acked = received = inserted); then
     `down -v` leaves no container, network or volume."""
     docker = engine_or_skip()
     import secrets
@@ -284,10 +287,11 @@ def test_compose_cluster(tmp_path):
         def spread():
             p = placement()
             envs = [h for a, h in p["actors"].items() if a.startswith("EnvActor:")]
-            learner = [h for a, h in p["actors"].items() if a.startswith("Learner:")]
-            return p if len(envs) == 2 and len(set(envs)) == 2 and "ray-head" not in envs and learner == ["ray-head"] else None
+            # the learner and the controller (whose loss would end the job) on the head
+            head_only = [h for a, h in p["actors"].items() if a.startswith(("Learner:", "Controller:"))]
+            return p if len(envs) == 2 and len(set(envs)) == 2 and "ray-head" not in envs and head_only == ["ray-head"] * 2 else None
 
-        where = until(spread, 180, "2 env actors on the 2 workers and the learner on the head", poll=2)
+        where = until(spread, 180, "2 env actors on the 2 workers, the learner and the controller on the head", poll=2)
         prom = f"http://127.0.0.1:{ports['PROMETHEUS_PORT']}"
 
         def query(expr: str) -> list:
@@ -326,14 +330,52 @@ def test_compose_cluster(tmp_path):
             if grafana:
                 shutil.copy(gpng, ROOT / "deploy/grafana/screenshot.png")
 
-        # ---- stop: every transition an actor stepped crossed into the learner, once ----
+        # ---- a worker container killed outright (SIGKILL): a machine lost mid-job ----
+        def herd_status(*args: str) -> str:
+            return sh(*head, "herd", "status", job, *args, env=env, timeout=90).stdout
+
+        envs = sorted((a, h) for a, h in where["actors"].items() if a.startswith("EnvActor:"))
+        # actor-0's host goes; the other actor (EnvActor:JOB-actor-N) is to go on
+        doomed, survivor = envs[0][1], "actor-" + envs[1][0].rsplit("-", 1)[1]
+        killed_at = time.monotonic()
+        sh(docker, "kill", doomed, timeout=60)  # the container's hostname is its id
+        lost = until(lambda: (st := json.loads(herd_status("--json")))["nodes_lost"] and st, 180,
+                     f"the loss of {doomed} in herd status (placement {where['actors']})", poll=3)
+        seen_after = time.monotonic() - killed_at
+        assert len(lost["nodes_lost"]) == 1 and lost["nodes_lost"][0]["address"] in where["ips"], lost
+        assert "1 node lost: " in " ".join(herd_status().split())
+        # the job goes on with the worker left
+
+        def survivor_steps() -> int:
+            return next((a.get("steps", 0) for a in json.loads(herd_status("--json"))["actors"]
+                         if a["actor_id"] == survivor), 0)
+
+        steps0 = next((a.get("steps", 0) for a in lost["actors"] if a["actor_id"] == survivor), 0)
+        until(lambda: survivor_steps() > steps0 + 100, 90, f"{survivor} to go on stepping", poll=3)
+
+        # ---- stop: the job ends SUCCEEDED, the lost node and its undelivered steps in the books ----
         sh(*head, "herd", "stop", job, env=env, timeout=180)
         summary = until(lambda: json.loads((runs / job / "summary.json").read_text()), 240, "summary.json")
-        received = int(summary["learner"]["received"])
-        assert received > 0 and summary["actor_acked"] == summary["actor_steps"] == received, summary
+        final = until(lambda: (st := json.loads(herd_status("--json"))).get("ended") and st, 90, "the job to end")
+        assert final["state"] == "SUCCEEDED", final.get("state")
+        ls, faults = summary["learner"], summary["faults"]
+        received = int(ls["received"])
+        assert summary["stop_reason"] == "stopped by user" and summary["checkpoint"], summary
+        assert len(faults["nodes_lost"]) == 1 and faults["killed_actor_processes"] >= 1, faults
+        # every transition the learner took crossed once; what the dead node's actor stepped
+        # and never delivered is counted apart
+        assert received > 0 and summary["actor_acked"] == summary["actor_steps"] == received == int(ls["inserted"]), summary
+        assert faults["killed_steps_lost_at_least"] is not None and faults["killed_steps_lost_at_least"] >= 0, faults
         print(f"\ncompose: build {built - t0:.0f} s, up+job {time.monotonic() - built:.0f} s "
-              f"(job {time.monotonic() - started:.0f} s, {received} transitions from {where['actors']}); "
+              f"(job {time.monotonic() - started:.0f} s, {received} transitions from {where['actors']}; "
+              f"node loss seen {seen_after:.0f} s after the kill, {faults['killed_steps_lost_at_least']} steps lost); "
               f"grafana: {'checked' if grafana else f'no image {grafana_image} here, skipped'}")
+    except BaseException:  # what the head's Ray and the containers said, for the failure's reader
+        sh(*compose, "cp", "ray-head:/tmp/ray/session_latest/logs", str(tmp_path / "head-logs"),
+           env=env, check=False)
+        (tmp_path / "compose.log").write_text(sh(*compose, "logs", "--no-color", env=env, check=False).stdout)
+        print(f"\nthe head's Ray logs and the containers' output are in {tmp_path}")
+        raise
     finally:
         down = sh(*compose, "down", "-v", "--remove-orphans", "--timeout", "20", env=env, timeout=180, check=False)
     assert down.returncode == 0, down.stderr
