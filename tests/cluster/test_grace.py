@@ -1,7 +1,7 @@
 """The wind-down under `herd down`'s grace (herd.grace), its learner and evaluator stood in for:
 the networks saved first, the replay only while the grace lasts (else left out, and said), the
 final evaluation skipped when no time is left; without a grace, the wind-down as before. The
-real wind-down: tests/cluster/test_down.py."""
+real wind-down: tests/cluster/test_local_up.py."""
 
 from __future__ import annotations
 

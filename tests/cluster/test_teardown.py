@@ -1,7 +1,7 @@
 """`herd down`'s per-job lines without a cluster (the jobs' records and their answers stood in
 for): --force says what each job loses and what its run folder keeps; a job that does not wind
 down within the grace says so; `--resume runs/<job>` takes the newest of checkpoint/ and
-checkpoint-best/ and names it. The real thing: tests/cluster/test_down.py."""
+checkpoint-best/ and names it. The real thing: tests/cluster/test_local_up.py."""
 
 from __future__ import annotations
 
