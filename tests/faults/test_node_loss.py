@@ -18,6 +18,7 @@ import secrets
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -56,16 +57,19 @@ def three_nodes(tmp_path_factory, monkeypatch):
     try:
         url = f"http://127.0.0.2:{dash}"
         wait_for(lambda: dashboard_up(url), 120, "the dashboard")
-        for ip in ("127.0.0.3", "127.0.0.4"):
-            markers.append(ray_node(ip, f"--address=127.0.0.2:{gcs}", "--num-cpus=1",
-                                    '--resources={"herd_worker": 1}'))
+        with ThreadPoolExecutor(2) as pool:  # the two workers join side by side
+            joins = [pool.submit(ray_node, ip, f"--address=127.0.0.2:{gcs}", "--num-cpus=1",
+                                 '--resources={"herd_worker": 1}') for ip in ("127.0.0.3", "127.0.0.4")]
+        markers += [j.result() for j in joins if j.exception() is None]  # stopped at the end
+        for j in joins:
+            j.result()  # a node that did not start fails the test here
         monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.2:{gcs}")
         monkeypatch.setenv("HERD_DASHBOARD_URL", url)
         monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
         yield markers
-    finally:
-        for marker in markers:
-            stop_processes_marked(marker, timeout=2)
+    finally:  # the three nodes side by side: each waits out its own signals' grace
+        with ThreadPoolExecutor(len(markers)) as pool:
+            list(pool.map(lambda marker: stop_processes_marked(marker, timeout=2), markers))
 
 
 def test_a_lost_worker_node_leaves_the_job_running_and_its_books_whole(three_nodes, tmp_path):
