@@ -57,12 +57,9 @@ def three_nodes(tmp_path_factory, monkeypatch):
     try:
         url = f"http://127.0.0.2:{dash}"
         wait_for(lambda: dashboard_up(url), 120, "the dashboard")
-        with ThreadPoolExecutor(2) as pool:  # the two workers join side by side
-            joins = [pool.submit(ray_node, ip, f"--address=127.0.0.2:{gcs}", "--num-cpus=1",
-                                 '--resources={"herd_worker": 1}') for ip in ("127.0.0.3", "127.0.0.4")]
-        markers += [j.result() for j in joins if j.exception() is None]  # stopped at the end
-        for j in joins:
-            j.result()  # a node that did not start fails the test here
+        for ip in ("127.0.0.3", "127.0.0.4"):  # one after the other
+            markers.append(ray_node(ip, f"--address=127.0.0.2:{gcs}", "--num-cpus=1",
+                                    '--resources={"herd_worker": 1}'))
         monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.2:{gcs}")
         monkeypatch.setenv("HERD_DASHBOARD_URL", url)
         monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
