@@ -102,3 +102,32 @@ def test_finished_evaluations_keep_the_best_and_a_slow_one_at_the_stop_is_left_o
     ev2.finish(wait_s=0.5)
     assert time.monotonic() - t0 < 10 and ev2.evals == []
     assert "the last periodic evaluation is left out (not done within 0.5 s)" in capsys.readouterr().out
+
+
+def test_an_evaluation_whose_evaluator_is_lost_is_left_out_and_the_next_goes_on(on_ray, tmp_path, capsys):
+    """Its process killed mid-evaluation (as its node's loss takes it): Ray starts the evaluator
+    again, the evaluation under way is left out, the supervision goes on with the next."""
+    made = []
+
+    def start():
+        made.append(ray.remote(SlowEvaluator).options(num_cpus=0, max_restarts=-1).remote(5.0))
+        return made[-1]
+
+    ev = PeriodicEvals(start, Learner(), tmp_path, every_s=0.0, start=time.monotonic(), timeline=Marks(),
+                       checkpoint_errors=[])
+    ev.poll({"updates": 1, "received": 10}, time.monotonic())
+    assert len(made) == 1
+    from ray.util.state import get_actor
+
+    actor_id = made[0]._actor_id.hex()
+    deadline = time.monotonic() + 60
+    while (getattr(get_actor(actor_id), "state", None) != "ALIVE") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # its 5 s evaluation under way
+    ray.kill(made[0], no_restart=False)
+    deadline = time.monotonic() + 60
+    while not ev.evals and time.monotonic() < deadline:
+        time.sleep(0.2)
+        ev.poll({"updates": 2, "received": 20}, time.monotonic())
+    assert "an evaluation is left out: its evaluator was lost" in capsys.readouterr().out
+    assert [e["policy_version"] for e in ev.evals] == [2] and len(made) == 1  # the same actor, restarted
