@@ -266,7 +266,13 @@ def test_compose_cluster(tmp_path):
            "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(12), "HERD_RUNS_DIR": str(runs), "HEAD_CPUS": "2",
            "WORKER_CPUS": "1", "PROMETHEUS_IMAGE": prom_image, "GRAFANA_IMAGE": grafana_image}
     project = f"herdtest{os.getpid()}"
-    compose = [docker, "compose", "-p", project, "-f", str(COMPOSE), "-f", str(CPU)]
+    # the head's GCS declares a silent node dead after 4 health checks of 2 s, 1 s apart (Ray's
+    # defaults: 5 of 10 s, 3 s apart, ~30 s for a killed container): the test's own override
+    fast_loss = tmp_path / "fast-node-loss.yml"
+    fast_loss.write_text(yaml.safe_dump({"services": {"ray-head": {"environment": {
+        "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
+        "RAY_health_check_failure_threshold": "4"}}}}))
+    compose = [docker, "compose", "-p", project, "-f", str(COMPOSE), "-f", str(CPU), "-f", str(fast_loss)]
     label = f"label=com.docker.compose.project={project}"
     try:
         sh(*compose, "up", "-d", "--pull", "never", "--no-build", "--scale", "ray-worker=2", "ray-head",
