@@ -112,7 +112,7 @@ def test_the_periodic_evaluations_last_contact_cost_goes_to_metrics_csv(tmp_path
 @pytest.mark.cluster
 def test_a_humanoid_jobs_evaluations_and_metrics_carry_the_contact_cost(ray_cluster, tmp_path):
     cfg = {**SMALL, "env": HUMANOID.model_dump(mode="json"),
-           "run": {**SMALL["run"], "name": "contact", "max_seconds": 25, "eval_every_s": 3, "eval_episodes": 2}}
+           "run": {**SMALL["run"], "name": "contact", "max_seconds": 20, "eval_every_s": 3, "eval_episodes": 2}}
     job = submit(cfg, tmp_path)
     summary_path = tmp_path / "runs" / job / "summary.json"
     wait_for(summary_path.exists, 240, "the job's summary.json")
