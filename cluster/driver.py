@@ -37,7 +37,7 @@ from herd.job.summary import write_summary
 from herd.job.supervise import supervise
 from herd.job.wind_down import release, wind_down
 from herd.job_setup import DriverEnvError, env_from_file, token_from_file, token_from_kv
-from herd.startup import Timeline, spec_from_env
+from herd.startup import GCS_ENV, Timeline, spec_from_env
 
 IMPORTED = time.time()
 
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             from herd.config import check_env
 
             env = check_env(cfg)
-        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE,
+        ray.init(address=os.environ.get(GCS_ENV) or os.environ.get("RAY_ADDRESS", "auto"),
+                 namespace=NAMESPACE,
                  log_to_driver=True)
         timeline.mark("ray_joined")
         cfg = token_from_kv(cfg, os.environ.get("HERD_TOKEN_KV"))

@@ -42,6 +42,15 @@ def cluster_file() -> Path:
     return herd_home() / "cluster.json"
 
 
+def recorded_gcs(dashboard: str) -> str | None:
+    """The GCS address of the cluster `herd up` recorded, if `dashboard` is its dashboard."""
+    try:
+        record = json.loads(cluster_file().read_text())
+    except (OSError, ValueError):
+        return None
+    return record.get("gcs") if record.get("dashboard", "").rstrip("/") == dashboard.rstrip("/") else None
+
+
 def write_private(path: Path, text: str) -> Path:
     """`text` in a 0600 file (written under a temporary name, then renamed), in folders this
     makes 0700: Herd's secrets and records."""

@@ -51,6 +51,7 @@ from herd.proto.timing import process_started
 SUBMIT_ENV = "HERD_SUBMIT_UNIX"
 SPEC_ENV = "HERD_ENV_SPEC"  # the env's spec as `herd submit` built it: the driver builds no env
 SENT_ENV = "HERD_SUBMIT_SENT_UNIX"  # when `herd submit` handed the job to Ray
+GCS_ENV = "HERD_GCS_ADDRESS"  # the GCS of the cluster `herd up` recorded, which the driver joins
 START_OVER_S = 180.0
 """Seconds after which a job's start counts as over even without a compiled graph."""
 PHASES = ("submitted", "driver_exec", "driver_process", "driver_imported", "config_parsed",

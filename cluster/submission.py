@@ -60,7 +60,7 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
     warning = target_from_elsewhere(cfg, config, sets)
     if warning:  # of an env that exists
         warn(warning)
-    from herd.startup import SENT_ENV, SPEC_ENV, spec_to_env
+    from herd.startup import GCS_ENV, SENT_ENV, SPEC_ENV, spec_to_env
 
     env_vars = {"HERD_CONFIG_JSON": json.dumps(cfg.model_dump(mode="json")), "PYTHONUNBUFFERED": "1",
                 "HERD_SUBMIT_UNIX": repr(submitted),
@@ -97,6 +97,11 @@ def submit(config: str | Path, *, sets: Iterable[str] = (), seed: int | None = N
             env_vars[TOKEN_FILE_ENV] = write_token_file(job_id, token)
         else:
             env_vars[TOKEN_KV_ENV] = put_token_in_cluster(job_id, token)
+    gcs = local.recorded_gcs(dashboard_url(address)) if here else None
+    if gcs:
+        # the driver joins this cluster by name: Ray's "auto" reads /tmp/ray's newest cluster,
+        # which another cluster started later on this machine takes over
+        env_vars[GCS_ENV] = gcs
     python = sys.executable if here else "python"
     entry = f"{python} -m herd.driver --job-id {job_id} --runs-dir {runs}"
     if resumed:

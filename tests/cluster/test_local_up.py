@@ -25,6 +25,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -98,7 +99,9 @@ def private_home(tmp_path: Path) -> tuple[Path, dict, int]:
            if k not in ("HERD_HOME", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS",
                         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     dash = free_port()
-    env.update(HOME=str(home), HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}")
+    # Ray's default temp dir (its "newest cluster" pointer) a short private one too: never /tmp/ray
+    tmp = Path(tempfile.mkdtemp(prefix="hu", dir="/tmp"))
+    env.update(HOME=str(home), HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}", TMPDIR=str(tmp))
     return home, env, dash
 
 
@@ -188,6 +191,9 @@ def jobs_in_warm_spares(own: Own, tmp_path: Path) -> tuple[str, Path]:
     """Two jobs, each learner in a warm spare; the first stopped, the second (DOWNED) left
     training with an evaluation kept as checkpoint-best/: its id and run folder."""
     spares = set(wait_for(own.warm_spares, 60, f"{SPARES} warm spares"))
+    # another Ray cluster started on this machine since, and gone: Ray's pointer to the newest
+    # cluster names a dead GCS; the jobs' drivers still join the cluster `herd up` recorded
+    (Path(own.env["TMPDIR"]) / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
     first_submit_ms = time.time() * 1000
     for i, cfg in enumerate(({**SMALL, "run": {**SMALL["run"], "name": "pool"}}, DOWNED)):
         job = own.submit(cfg, tmp_path)
