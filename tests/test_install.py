@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_fresh_venv_install_submits_from_anywhere(tmp_path):
                         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "VIRTUAL_ENV")}
     dash = free_port()
     env.update(HOME=str(home), PATH=f"{venv / 'bin'}:{env['PATH']}", HERD_DASHBOARD_URL=f"http://127.0.0.1:{dash}",
-               WANDB_SILENT="true")
+               WANDB_SILENT="true", TMPDIR=tempfile.mkdtemp(prefix="hi", dir="/tmp"))  # not /tmp/ray
 
     def run(*cmd, timeout=180):
         return subprocess.run(cmd, check=False, cwd=elsewhere, env=env, capture_output=True, text=True,

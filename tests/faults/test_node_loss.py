@@ -17,6 +17,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,13 +33,14 @@ pytestmark = pytest.mark.cluster
 CFG = {**SMALL, "actors": {**SMALL["actors"], "num_actors": 2},
        "run": {**SMALL["run"], "name": "nodeloss", "checkpoint_every_s": 600}}
 RAY = str(Path(sys.executable).with_name("ray"))
+PRIVATE_TMP = tempfile.mkdtemp(prefix="hn", dir="/tmp")  # Ray's default temp dir for these nodes
 
 
 def ray_node(ip: str, *args: str) -> str:
     """`ray start` of one node on loopback address `ip`; its processes carry the marker returned."""
     marker = f"tests-node-{secrets.token_hex(4)}"
     env = {**os.environ, CLUSTER_MARKER_ENV: marker, "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1", "TMPDIR": PRIVATE_TMP}  # not /tmp/ray
     subprocess.run([RAY, "start", f"--node-ip-address={ip}", f"--metrics-export-port={free_port()}",
                     f"--dashboard-agent-listen-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
                     "--disable-usage-stats", *args], check=True, env=env, stdout=subprocess.DEVNULL,
