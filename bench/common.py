@@ -217,6 +217,22 @@ def progress() -> Progress:
                     TimeElapsedColumn(), console=console)
 
 
+def learner_sets(items: list[str]) -> dict:
+    """--set FIELD=VALUE items as learner settings, read as `herd submit --set` reads its items
+    (herd.config.parse_sets: YAML values); a bad item or an unknown field is one line."""
+    from herd.config import ConfigError, parse_sets
+    from herd.learner.config import SECTION_OF
+
+    try:
+        out = parse_sets(items)
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
+    for key in out:
+        if key not in SECTION_OF:
+            raise SystemExit(f"--set {key}: expected FIELD=VALUE with a learner field")
+    return out
+
+
 def learner_from(config: str | Path, **overrides):
     """A LearnerConfig from a job config's `learner:` section (e.g. configs/humanoid.yaml) with
     `overrides` (field names: batch_size=, device=) on top."""

@@ -43,10 +43,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.common import sync, timed_calls
-from herd.config import ConfigError, parse_sets
+from bench.common import learner_sets, sync, timed_calls
 from herd.learner.build import build_update
-from herd.learner.config import SECTION_OF, LearnerConfig
+from herd.learner.config import LearnerConfig
 from herd.learner.graph.capture import GraphedUpdate, configure_backends
 from herd.learner.replay.ring import ReplayBuffer, memory_metrics
 from herd.proto import codec
@@ -101,19 +100,6 @@ def net_settings(name: str, hidden) -> dict:
         return {"hidden_sizes": tuple(hidden)}
     algorithm = yaml.safe_load(Path(name).read_text()).get("learner", {}).get("algorithm", {})
     return {k: algorithm[k] for k in NET_FIELDS if k in algorithm}
-
-
-def learner_sets(items: list[str]) -> dict:
-    """--set FIELD=VALUE items as learner settings, read as `herd submit --set` reads its items
-    (herd.config.parse_sets: YAML values); a bad item or an unknown field is one line."""
-    try:
-        out = parse_sets(items)
-    except ConfigError as e:
-        raise SystemExit(str(e)) from None
-    for key in out:
-        if key not in SECTION_OF:
-            raise SystemExit(f"--set {key}: expected FIELD=VALUE with a learner field")
-    return out
 
 
 def measure(row: Row, batch: int, buf: ReplayBuffer, args, device, nets: dict) -> dict:

@@ -32,9 +32,8 @@ if __package__ in (None, ""):  # run as a script: bench/ must not shadow the lea
 import torch
 import yaml
 
-from bench.common import console, header, result_path, save, sync, timed_calls
+from bench.common import console, header, learner_from, learner_sets, result_path, save, sync, timed_calls
 from herd.learner.build import build_ring, build_update
-from herd.learner.config import SECTION_OF, LearnerConfig
 from herd.learner.graph.capture import GraphedUpdate, configure_backends
 from herd.learner.replay.frames import FrameReplay
 from herd.learner.replay.ring import memory_metrics
@@ -60,13 +59,6 @@ ROWS = {
     "privileged": {"privileged_critic": True},
 }
 WALKER_STATE_DIM = 24  # dm_control walker's observation: orientations 14, height 1, velocity 9
-
-
-def config_settings(path: str) -> dict:
-    """The learner settings a config file sets, flat (LearnerConfig.flat's names)."""
-    learner = (yaml.safe_load(Path(path).read_text()) or {}).get("learner", {})
-    return {k: v for section in learner.values() if isinstance(section, dict)
-            for k, v in section.items() if k in SECTION_OF}
 
 
 def prefill(rb: FrameReplay, seed: int = 1) -> None:
@@ -95,8 +87,8 @@ def measure(name: str, settings: dict, args, device: torch.device) -> tuple[dict
     settings = dict(settings)
     Encoder.channels_last = settings.pop("channels_last", True)
     Encoder.pad_to = settings.pop("pad_to", 8)
-    cfg = LearnerConfig.flat(**{**args.base, "device": device.type, "capacity": args.capacity,
-                                **settings, **args.sets})
+    cfg = learner_from(args.config, **{**args.small, "device": device.type, "capacity": args.capacity,
+                                       **settings, **args.sets})
     configure_backends(device, cfg.compute.tf32)
     state_dim = WALKER_STATE_DIM if cfg.encoder.privileged_critic else 0
     spec = codec.spec_to_proto("bench", args.frame_shape, "uint8", (args.act,), [-1.0] * args.act,
@@ -170,18 +162,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     px = env.get("pixels", {})
     size = args.pixels or (32 if args.quick else px.get("size", 84))
     args.frame_shape, args.stack, args.act = (3, size, size), px.get("frame_stack", 3), 6
-    args.base = config_settings(args.config)
-    args.sets = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in SECTION_OF or not _:
-            raise SystemExit(f"--set {item}: expected FIELD=VALUE with a learner field")
-        args.sets[key] = yaml.safe_load(value)
+    args.sets = learner_sets(args.set)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    if args.quick or not cuda:
-        args.base.update(batch_size=32, hidden_sizes=(64, 64), feature_dim=16,
-                         channels=8)
+    args.small = (dict(batch_size=32, hidden_sizes=(64, 64), feature_dim=16, channels=8)
+                  if args.quick or not cuda else {})
     args.capacity = args.capacity or (2_000 if args.quick else 100_000)
     args.seconds = args.seconds or (0.5 if args.quick else 3.0)
     info = header("pixel SAC update")
