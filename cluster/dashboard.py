@@ -30,10 +30,7 @@ def url_of(address: str | None) -> str:
     port may not be the default), else the default."""
     if address or os.environ.get("HERD_DASHBOARD_URL"):
         return address or os.environ["HERD_DASHBOARD_URL"]
-    try:
-        return json.loads(local.cluster_file().read_text())["dashboard"]
-    except (OSError, ValueError, KeyError):
-        return local.DEFAULT_DASHBOARD
+    return local.cluster_record().get("dashboard") or local.DEFAULT_DASHBOARD
 
 
 def token_source() -> tuple[str | None, str | None]:

@@ -42,12 +42,18 @@ def cluster_file() -> Path:
     return herd_home() / "cluster.json"
 
 
-def recorded_gcs(dashboard: str) -> str | None:
-    """The GCS address of the cluster `herd up` recorded, if `dashboard` is its dashboard."""
+def cluster_record() -> dict:
+    """What `herd up` recorded (marker, dashboard, gcs); {} when nothing readable is on record."""
     try:
         record = json.loads(cluster_file().read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def recorded_gcs(dashboard: str) -> str | None:
+    """The GCS address of the cluster `herd up` recorded, if `dashboard` is its dashboard."""
+    record = cluster_record()
     return record.get("gcs") if record.get("dashboard", "").rstrip("/") == dashboard.rstrip("/") else None
 
 
@@ -99,9 +105,8 @@ def align_loopback() -> None:
     not listen there. The cluster is RAY_ADDRESS's or, without one, the one `herd up` started."""
     addr = os.environ.get("RAY_ADDRESS", "")
     if not addr or addr == "auto":
-        try:
-            addr = json.loads(cluster_file().read_text())["gcs"]
-        except (OSError, ValueError, KeyError):
+        addr = cluster_record().get("gcs")
+        if not addr:
             return
     host = addr.split("://")[-1].rsplit(":", 1)[0]
     if is_loopback_host(host):
@@ -327,9 +332,8 @@ def is_this_machine(host: str) -> bool:
 def down() -> bool:
     """Stop the cluster `herd up` started (its processes only; other Ray clusters of the user
     keep running). False when there is none on record."""
-    try:
-        marker = json.loads(cluster_file().read_text())["marker"]
-    except (OSError, ValueError, KeyError):
+    marker = cluster_record().get("marker")
+    if not marker:
         return False
     stop_processes_marked(marker)
     shutil.rmtree(herd_home() / "preload" / marker, ignore_errors=True)

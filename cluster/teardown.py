@@ -30,10 +30,9 @@ def down_cluster(grace_s: float = DEFAULT_GRACE_S, force: bool = False,
     (herd.local.down). One record per job; None when no such cluster is on record."""
     if grace_s < 0:
         raise ValueError(f"the grace must be 0 s or more, got {grace_s:g}")
-    try:
-        record = json.loads(local.cluster_file().read_text())
-        url = record["dashboard"]
-    except (OSError, ValueError, KeyError):
+    record = local.cluster_record()
+    url = record.get("dashboard")
+    if not url:
         return None
     if record.get("gcs"):  # a controller reached through Ray: this cluster's, not another's
         os.environ["RAY_ADDRESS"] = record["gcs"]
